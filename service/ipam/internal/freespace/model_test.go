@@ -1,0 +1,329 @@
+package freespace
+
+import (
+	"math/big"
+	"net/netip"
+	"slices"
+	"testing"
+)
+
+// check verifies the internal invariants of s: the trie is canonical (no node
+// has two free or two used children), every mask matches its child, the
+// free count and block count match the leaves, and every node is either
+// reachable or on the spare list.
+func (s *Space) check(t testing.TB) {
+	t.Helper()
+	reached := 0
+	blocks := 0
+	var nfree u128
+	var rec func(r ref, d int) lenset
+	rec = func(r ref, d int) lenset {
+		switch r {
+		case used:
+			return lenset{}
+		case free:
+			blocks++
+			nfree = nfree.add(s.size(d))
+			if d == 0 {
+				return lenset{}
+			}
+			return one(d)
+		}
+		if int(r) >= len(s.nodes) || d >= s.width {
+			t.Fatalf("bad node %d at depth %d (arena %d, width %d)", r, d, len(s.nodes), s.width)
+		}
+		reached++
+		nd := s.nodes[r]
+		if nd.kid[0] == nd.kid[1] && nd.kid[0] < firstNode {
+			t.Fatalf("node %d at depth %d is not canonical: both halves %d", r, d, nd.kid[0])
+		}
+		var all lenset
+		for i := range 2 {
+			m := rec(nd.kid[i], d+1)
+			if m != nd.m[i] {
+				t.Fatalf("node %d at depth %d: mask[%d] = %x, want %x", r, d, i, nd.m[i], m)
+			}
+			all = all.or(m)
+		}
+		return all
+	}
+	rec(s.top, s.rbits)
+	spares := 0
+	for r := s.spare; r != 0; r = s.nodes[r].kid[0] {
+		spares++
+		if spares > len(s.nodes) {
+			t.Fatal("spare list has a cycle")
+		}
+	}
+	if reached+spares != len(s.nodes)-firstNode {
+		t.Fatalf("nodes: %d reached + %d spare != %d in arena", reached, spares, len(s.nodes)-firstNode)
+	}
+	if blocks != s.blocks {
+		t.Fatalf("Blocks() = %d, trie has %d free leaves", s.blocks, blocks)
+	}
+	if nfree != s.nfree {
+		t.Fatalf("free count %x, trie holds %x", s.nfree, nfree)
+	}
+}
+
+// model is a naive reference: one bool per unit block, where the unit is the
+// longest child prefix length a test uses. It relies only on net/netip.
+type model struct {
+	root  netip.Prefix
+	width int
+	rbits int
+	unit  int
+	free  []bool
+}
+
+func newModel(root netip.Prefix, unit int) *model {
+	m := &model{root: root, width: root.Addr().BitLen(), rbits: root.Bits(), unit: unit}
+	m.free = make([]bool, 1<<(unit-m.rbits))
+	for i := range m.free {
+		m.free[i] = true
+	}
+	return m
+}
+
+func addrBytes(a netip.Addr) []byte {
+	if a.Is4() {
+		b := a.As4()
+		return b[:]
+	}
+	b := a.As16()
+	return b[:]
+}
+
+// getBits returns bits [from, from+n) of b, most significant first.
+func getBits(b []byte, from, n int) int {
+	v := 0
+	for i := from; i < from+n; i++ {
+		v = v<<1 | int(b[i/8]>>(7-i%8)&1)
+	}
+	return v
+}
+
+// at returns the prefix of length l whose address is the start of unit i.
+func (m *model) at(i, l int) netip.Prefix {
+	b := addrBytes(m.root.Addr())
+	n := m.unit - m.rbits
+	for k := range n {
+		pos := m.rbits + k
+		if i>>(n-1-k)&1 != 0 {
+			b[pos/8] |= 1 << (7 - pos%8)
+		}
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return netip.PrefixFrom(a, l)
+}
+
+// span returns the units of p, or false if p is not a canonical prefix of
+// the root's family inside the root.
+func (m *model) span(p netip.Prefix) (lo, n int, ok bool) {
+	if !p.IsValid() || p.Addr().Is4() != m.root.Addr().Is4() || p.Masked() != p ||
+		p.Bits() < m.rbits || !m.root.Contains(p.Addr()) {
+		return 0, 0, false
+	}
+	if p.Bits() > m.unit {
+		panic("model: prefix " + p.String() + " is longer than the unit")
+	}
+	return getBits(addrBytes(p.Addr()), m.rbits, m.unit-m.rbits), 1 << (m.unit - p.Bits()), true
+}
+
+func (m *model) count(lo, n int, want bool) int {
+	c := 0
+	for _, f := range m.free[lo : lo+n] {
+		if f == want {
+			c++
+		}
+	}
+	return c
+}
+
+func (m *model) take(p netip.Prefix) bool {
+	lo, n, ok := m.span(p)
+	if !ok || m.count(lo, n, true) != n {
+		return false
+	}
+	for i := lo; i < lo+n; i++ {
+		m.free[i] = false
+	}
+	return true
+}
+
+func (m *model) release(p netip.Prefix) bool {
+	lo, n, ok := m.span(p)
+	if !ok || m.count(lo, n, true) != 0 {
+		return false
+	}
+	for i := lo; i < lo+n; i++ {
+		m.free[i] = true
+	}
+	return true
+}
+
+func (m *model) isFree(p netip.Prefix) bool {
+	lo, n, ok := m.span(p)
+	return ok && m.count(lo, n, true) == n
+}
+
+// blocks returns the maximal aligned free blocks, by brute force over every
+// aligned block: a block is listed if it is all free and its parent is not.
+func (m *model) blocks() []netip.Prefix {
+	sum := make([]int, len(m.free)+1)
+	for i, f := range m.free {
+		sum[i+1] = sum[i]
+		if f {
+			sum[i+1]++
+		}
+	}
+	allFree := func(lo, n int) bool { return sum[lo+n]-sum[lo] == n }
+	type blk struct{ lo, l int }
+	var out []blk
+	for l := m.rbits; l <= m.unit; l++ {
+		n := 1 << (m.unit - l)
+		for lo := 0; lo < len(m.free); lo += n {
+			if allFree(lo, n) && (l == m.rbits || !allFree(lo&^(2*n-1), 2*n)) {
+				out = append(out, blk{lo, l})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b blk) int { return a.lo - b.lo })
+	ps := make([]netip.Prefix, len(out))
+	for i, b := range out {
+		ps[i] = m.at(b.lo, b.l)
+	}
+	return ps
+}
+
+// bestFit applies the product rule to the decomposition: among the maximal
+// free blocks whose length is at most bits, the smallest (longest length),
+// lowest address first; the answer is its first /bits.
+func (m *model) bestFit(bits int) (netip.Prefix, bool) {
+	if bits < m.rbits || bits > m.width {
+		return netip.Prefix{}, false
+	}
+	var best netip.Prefix
+	for _, b := range m.blocks() {
+		if b.Bits() <= bits && (!best.IsValid() || b.Bits() > best.Bits()) {
+			best = b
+		}
+	}
+	if !best.IsValid() {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(best.Addr(), bits), true
+}
+
+// freeCount returns the number of free addresses, saturated at 2^128-1.
+func (m *model) freeCount() (hi, lo uint64) {
+	c := big.NewInt(int64(m.count(0, len(m.free), true)))
+	c.Lsh(c, uint(m.width-m.unit))
+	max := new(big.Int).Lsh(big.NewInt(1), 128)
+	max.Sub(max, big.NewInt(1))
+	if c.Cmp(max) > 0 {
+		c = max
+	}
+	lo = new(big.Int).And(c, new(big.Int).SetUint64(^uint64(0))).Uint64()
+	hi = new(big.Int).Rsh(c, 64).Uint64()
+	return hi, lo
+}
+
+// harness runs the same operations on a Space and a model and compares.
+type harness struct {
+	t testing.TB
+	s *Space
+	m *model
+}
+
+func newHarness(t testing.TB, root netip.Prefix, unit int) *harness {
+	return &harness{t: t, s: New(root), m: newModel(root, unit)}
+}
+
+func (h *harness) take(p netip.Prefix) bool {
+	h.t.Helper()
+	got, want := h.s.Take(p), h.m.take(p)
+	if got != want {
+		h.t.Fatalf("Take(%v) = %v, want %v", p, got, want)
+	}
+	return got
+}
+
+func (h *harness) release(p netip.Prefix) bool {
+	h.t.Helper()
+	got, want := h.s.Release(p), h.m.release(p)
+	if got != want {
+		h.t.Fatalf("Release(%v) = %v, want %v", p, got, want)
+	}
+	return got
+}
+
+func (h *harness) isFree(p netip.Prefix) {
+	h.t.Helper()
+	if got, want := h.s.IsFree(p), h.m.isFree(p); got != want {
+		h.t.Fatalf("IsFree(%v) = %v, want %v", p, got, want)
+	}
+}
+
+func (h *harness) bestFit(bits int) (netip.Prefix, bool) {
+	h.t.Helper()
+	got, ok := h.s.BestFit(bits)
+	want, wok := h.m.bestFit(bits)
+	if got != want || ok != wok {
+		h.t.Fatalf("BestFit(%d) = %v, %v; want %v, %v", bits, got, ok, want, wok)
+	}
+	return got, ok
+}
+
+// verify compares the whole state and checks the invariants of the free
+// blocks as seen through the API.
+func (h *harness) verify() {
+	h.t.Helper()
+	h.s.check(h.t)
+	var got []netip.Prefix
+	h.s.Ascend(func(p netip.Prefix) bool { got = append(got, p); return true })
+	want := h.m.blocks()
+	if !slices.Equal(got, want) {
+		h.t.Fatalf("free blocks\n got %v\nwant %v", got, want)
+	}
+	checkBlocks(h.t, h.s.Root(), got)
+	if h.s.Blocks() != len(got) {
+		h.t.Fatalf("Blocks() = %d, Ascend visits %d", h.s.Blocks(), len(got))
+	}
+	ghi, glo := h.s.Free()
+	whi, wlo := h.m.freeCount()
+	if ghi != whi || glo != wlo {
+		h.t.Fatalf("Free() = %#x:%#x, want %#x:%#x", ghi, glo, whi, wlo)
+	}
+	for bits := h.m.rbits - 1; bits <= h.m.unit+1; bits++ {
+		h.bestFit(bits)
+	}
+	h.bestFit(h.m.width)
+	h.bestFit(h.m.width + 1)
+}
+
+// checkBlocks checks that blocks, in the order Ascend visits them, are
+// inside root, ascending, non-overlapping and canonical (no two buddies both
+// free).
+func checkBlocks(t testing.TB, root netip.Prefix, blocks []netip.Prefix) {
+	t.Helper()
+	for i, b := range blocks {
+		if b.Masked() != b || b.Bits() < root.Bits() || !root.Contains(b.Addr()) {
+			t.Fatalf("block %v is not a canonical prefix inside %v", b, root)
+		}
+		if i == 0 {
+			continue
+		}
+		a := blocks[i-1]
+		if a.Overlaps(b) || b.Addr().Less(a.Addr()) {
+			t.Fatalf("blocks %v and %v overlap or are out of order", a, b)
+		}
+		if a.Bits() == b.Bits() && a.Bits() > root.Bits() {
+			pa, _ := a.Addr().Prefix(a.Bits() - 1)
+			pb, _ := b.Addr().Prefix(b.Bits() - 1)
+			if pa == pb {
+				t.Fatalf("buddies %v and %v are both free", a, b)
+			}
+		}
+	}
+}
