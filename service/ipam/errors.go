@@ -1,0 +1,77 @@
+package ipam
+
+import (
+	"errors"
+	"strings"
+)
+
+// Sentinel errors. Every error returned by the core wraps exactly one of
+// them; fronts map them once (gRPC codes, KRM results, CR conditions).
+var (
+	// ErrInvalid: the request is malformed (bad prefix, wrong nesting, a
+	// prefix length that cannot fit, a missing field).
+	ErrInvalid = errors.New("invalid")
+	// ErrNotFound: a named object, parent prefix or selector match does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the address or prefix is taken or overlaps another.
+	ErrConflict = errors.New("conflict")
+	// ErrExhausted: no free address or prefix of the requested size is left.
+	ErrExhausted = errors.New("exhausted")
+	// ErrInUse: the object still has children or allocations and cannot be deleted.
+	ErrInUse = errors.New("in use")
+)
+
+// Object kinds named in error messages, as users know them.
+const (
+	ObjNetworkInstance = "NetworkInstance"
+	ObjPrefix          = "IPPrefix"
+	ObjRange           = "IPRange"
+	ObjAllocation      = "IPAllocation"
+)
+
+// Error is the error of one object: it names the object (kind and
+// namespace/name), the field at fault and wraps a sentinel error. Its
+// message reads "IPAllocation default/n3: spec.prefixLength: 33 exceeds /32".
+type Error struct {
+	Object string // ObjPrefix, ObjAllocation, ...
+	Key    Key
+	Field  string // "spec.prefix", "spec.selector", ... or "" for the whole object
+	Msg    string
+	Err    error // one of the sentinel errors
+}
+
+// Error renders the object, the field and the message.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Object)
+	b.WriteByte(' ')
+	b.WriteString(e.Key.String())
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Unwrap returns the sentinel error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// SyncError collects the errors of every failed item of a Sync; when it is
+// returned, nothing was changed.
+type SyncError struct {
+	Errs []error
+}
+
+// Error lists the item errors, one per line.
+func (e *SyncError) Error() string {
+	parts := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		parts[i] = err.Error()
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Unwrap returns the item errors so errors.Is and errors.As see each one.
+func (e *SyncError) Unwrap() []error { return e.Errs }

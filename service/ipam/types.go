@@ -1,0 +1,273 @@
+// Package ipam is the allocation core: network instances (VRFs), nested
+// prefixes of kind aggregate, network, pool and loopback, IP ranges,
+// exclusions, pre-allocations and label-selector allocation of addresses,
+// blocks and sub-prefixes, for IPv4 and IPv6.
+//
+// The core is pure Go on net/netip. It knows nothing of Kubernetes, YAML,
+// gRPC or disk: fronts translate their objects into the types below and map
+// the sentinel errors once at their boundary. Every committed mutation is
+// described by change Records, which a Journal (the durable store) receives in
+// commit order and which Apply replays to restore the state.
+package ipam
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// Kind is the kind of a prefix or of a requested allocation.
+type Kind string
+
+// The prefix kinds of DESIGN.md's allocation rules.
+const (
+	KindAggregate Kind = "aggregate"
+	KindNetwork   Kind = "network"
+	KindPool      Kind = "pool"
+	KindLoopback  Kind = "loopback"
+)
+
+// Family is an address family: "ipv4" or "ipv6".
+type Family string
+
+// The address families.
+const (
+	IPv4 Family = "ipv4"
+	IPv6 Family = "ipv6"
+)
+
+// System labels carried by every selectable prefix; selectors may match them.
+const (
+	LabelNetworkInstance = "nephio.org/network-instance"
+	LabelNetworkName     = "nephio.org/network-name"
+	LabelPrefixKind      = "nephio.org/prefix-kind"
+	LabelAddressFamily   = "nephio.org/address-family"
+	LabelPrefixLength    = "nephio.org/prefix-length"
+	LabelGateway         = "nephio.org/gateway"
+)
+
+// Key identifies an object of the core: the owner that declared it (a kpt
+// package, a controller, a user), its namespace and its name. Idempotence of
+// allocations is keyed by it.
+type Key struct {
+	Owner     string
+	Namespace string
+	Name      string
+}
+
+// String renders the key as "namespace/name", or "name" when the namespace is
+// empty; the owner is left out because messages name the object as its user
+// knows it.
+func (k Key) String() string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.Namespace + "/" + k.Name
+}
+
+// Labels are string key/value pairs attached to prefixes and allocations.
+type Labels map[string]string
+
+// NetworkInstance is a VRF: an independent address space. Its name
+// (Key.Name) is unique in the allocator. Prefixes are aggregates the VRF
+// owns directly.
+type NetworkInstance struct {
+	Key      Key
+	Prefixes []VRFPrefix
+	Labels   Labels
+}
+
+// VRFPrefix is an aggregate declared inside a NetworkInstance.
+type VRFPrefix struct {
+	Prefix netip.Prefix
+	Labels Labels
+}
+
+// Prefix is an IPPrefix: a prefix of a kind inside a network instance.
+//
+// For kind network the prefix may carry a host part: 10.0.1.1/24 records the
+// subnet 10.0.1.0/24 and the static address 10.0.1.1, which becomes the
+// subnet's gateway when Labels[LabelGateway] is "true". The other kinds must
+// be canonical (no host bits).
+type Prefix struct {
+	Key             Key
+	NetworkInstance string
+	Kind            Kind // empty means KindNetwork
+	Prefix          netip.Prefix
+	Network         string // network name, the nephio.org/network-name label
+	Labels          Labels
+	// Exclusions are address ranges of a network prefix that are never
+	// handed out dynamically.
+	Exclusions []AddrRange
+}
+
+// AddrRange is an inclusive range of addresses of one family.
+type AddrRange struct {
+	Start netip.Addr
+	End   netip.Addr
+}
+
+// IPRange is a named range of addresses inside one network (or loopback)
+// prefix, selectable by its labels: requests that select it get addresses
+// between Start and End only, and subnet-wide dynamic allocation leaves it
+// alone. It models Metal3 IPPool ranges and NVIDIA pool exclusions.
+type IPRange struct {
+	Key             Key
+	NetworkInstance string
+	Start           netip.Addr
+	End             netip.Addr
+	Labels          Labels
+	// Exclusions are addresses of the range never handed out.
+	Exclusions []AddrRange
+	// PreAllocations reserve an address for the allocation of that name
+	// (Key.Name), as Metal3's preAllocations do.
+	PreAllocations map[string]netip.Addr
+}
+
+// Allocation is a request for an address, a block of consecutive addresses
+// or a sub-prefix.
+type Allocation struct {
+	Key Key
+	// NetworkInstance names the VRF; when empty the selector's
+	// nephio.org/network-instance label does.
+	NetworkInstance string
+	// Kind is the kind of the result: network (an address from a network,
+	// or a network sub-prefix when PrefixLength is set), pool (a sub-prefix)
+	// or loopback (an address from a loopback prefix). Empty means network.
+	Kind Kind
+	// PrefixLength asks for a sub-prefix of that length; 0 means unset.
+	PrefixLength int
+	// Prefix asks for exactly this address (10.0.1.20/24) or prefix.
+	Prefix netip.Prefix
+	// AddressFamily restricts selection to one family; empty means any.
+	AddressFamily Family
+	// Selector must be a subset of the labels of the prefix to allocate from.
+	Selector Labels
+	// Labels are the allocation's own labels; a sub-prefix result carries
+	// them so later requests can select it.
+	Labels Labels
+	// Count asks for a block of Count consecutive addresses (per-node
+	// blocks); 0 and 1 mean a single address.
+	Count int
+}
+
+// Result is what an allocation or a prefix resolved to.
+type Result struct {
+	// NetworkInstance is the VRF the result lives in.
+	NetworkInstance string
+	// Prefix is the result: an address written with its network's length
+	// (10.0.1.2/24), a loopback address (/32, /128), or a sub-prefix.
+	Prefix netip.Prefix
+	// Gateway is the gateway of the network the address came from, if any.
+	Gateway netip.Addr
+	// Last is the last address of a block (Count > 1), else invalid.
+	Last netip.Addr
+}
+
+// AllocationRecord is a stored allocation: the request and its result.
+type AllocationRecord struct {
+	Allocation Allocation
+	Result     Result
+}
+
+// PrefixRecord is a stored prefix and what it resolved to.
+type PrefixRecord struct {
+	Prefix Prefix
+	Result Result
+}
+
+// Op is the operation of a change Record.
+type Op uint8
+
+// The change operations. Put records carry the whole object (allocations
+// with their result, so replay never re-decides); Delete records carry the
+// key only.
+const (
+	OpPutNetworkInstance Op = iota + 1
+	OpDeleteNetworkInstance
+	OpPutPrefix
+	OpDeletePrefix
+	OpPutRange
+	OpDeleteRange
+	OpPutAllocation
+	OpDeleteAllocation
+)
+
+var opNames = [...]string{"", "PutNetworkInstance", "DeleteNetworkInstance", "PutPrefix", "DeletePrefix",
+	"PutRange", "DeleteRange", "PutAllocation", "DeleteAllocation"}
+
+// String names the operation.
+func (o Op) String() string {
+	if int(o) < len(opNames) && o != 0 {
+		return opNames[o]
+	}
+	return fmt.Sprintf("Op(%d)", uint8(o))
+}
+
+// Record is one committed change. Exactly one of the object fields is set
+// for Put operations; Delete operations set Key (and NetworkInstance for
+// context).
+type Record struct {
+	Op              Op
+	Key             Key
+	NetworkInstance *NetworkInstance
+	Prefix          *Prefix
+	Range           *IPRange
+	Allocation      *AllocationRecord
+}
+
+// Journal receives the records of every committed mutation in commit order.
+// Append is called while the mutated VRFs are locked, so it must only queue
+// the records (no I/O); the returned wait function is called after the locks
+// are released and blocks until the records are durable. A nil Journal makes
+// the allocator purely in-memory.
+type Journal interface {
+	Append(recs []Record) (wait func() error)
+}
+
+// SyncRequest is the whole desired set of one owner (a kpt package): the
+// allocator creates what is new, keeps what is unchanged, re-allocates what
+// changed and, when Prune is set, deletes the owner's objects that are no
+// longer desired, all in one atomic step. Every key's Owner is forced to
+// Owner.
+type SyncRequest struct {
+	Owner            string
+	NetworkInstances []NetworkInstance
+	Prefixes         []Prefix
+	Ranges           []IPRange
+	Allocations      []Allocation
+	Prune            bool
+}
+
+// SyncResult reports a successful Sync: one result per desired prefix and
+// allocation, in request order, and the keys deleted by pruning.
+type SyncResult struct {
+	Prefixes    []Result
+	Allocations []Result
+	Released    []Released
+}
+
+// Released names an object deleted by a Sync because it was no longer
+// desired.
+type Released struct {
+	Op  Op // the Delete operation that removed it
+	Key Key
+}
+
+// Filter narrows List calls; zero fields match everything.
+type Filter struct {
+	NetworkInstance string
+	Owner           string
+	Labels          Labels
+}
+
+// TreeNode is one line of a VRF's prefix hierarchy with its utilization.
+type TreeNode struct {
+	Depth  int
+	Prefix netip.Prefix
+	Kind   Kind
+	Name   string // the object that declared it ("" for implicit subnets)
+	Owner  string
+	// Used and Total count addresses (saturating at 2^64-1).
+	Used  uint64
+	Total uint64
+}
