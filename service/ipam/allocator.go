@@ -1,0 +1,238 @@
+package ipam
+
+import (
+	"maps"
+	"slices"
+	"sync"
+)
+
+// Allocator is the allocation core. It is safe for concurrent use:
+// mutations of one owner are serialized, mutations of one VRF are
+// serialized by that VRF's lock, and mutations of different VRFs run in
+// parallel. Creating or deleting network instances, Apply and Snapshot
+// take the allocator-wide lock.
+type Allocator struct {
+	mu      sync.RWMutex // exclusive: the VRF set changes or the state is frozen
+	vrfs    map[string]*vrf
+	journal Journal
+
+	ownersMu sync.Mutex
+	owners   map[string]*ownerState
+}
+
+// ownerState holds the objects of one owner; its mutex serializes that
+// owner's mutations.
+type ownerState struct {
+	mu       sync.Mutex
+	name     string
+	nis      map[string]*niObj
+	prefixes map[nsName]*prefixObj
+	ranges   map[nsName]*rangeObj
+	allocs   map[nsName]*allocObj
+}
+
+// Option configures an Allocator.
+type Option func(*Allocator)
+
+// WithJournal sends every committed change to j (the durable store).
+func WithJournal(j Journal) Option { return func(a *Allocator) { a.journal = j } }
+
+// New returns an empty allocator.
+func New(opts ...Option) *Allocator {
+	a := &Allocator{vrfs: make(map[string]*vrf), owners: make(map[string]*ownerState)}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
+}
+
+func (a *Allocator) owner(name string) *ownerState {
+	a.ownersMu.Lock()
+	defer a.ownersMu.Unlock()
+	os := a.owners[name]
+	if os == nil {
+		os = &ownerState{name: name, nis: make(map[string]*niObj), prefixes: make(map[nsName]*prefixObj), ranges: make(map[nsName]*rangeObj),
+			allocs: make(map[nsName]*allocObj)}
+		a.owners[name] = os
+	}
+	return os
+}
+
+// ownerList returns the owner states sorted by name.
+func (a *Allocator) ownerList() []*ownerState {
+	a.ownersMu.Lock()
+	defer a.ownersMu.Unlock()
+	out := make([]*ownerState, 0, len(a.owners))
+	for _, k := range slices.Sorted(maps.Keys(a.owners)) {
+		out = append(out, a.owners[k])
+	}
+	return out
+}
+
+// vrf returns a VRF the transaction holds the lock of.
+func (t *tx) vrf(name string, obj string, key Key, field string) (*vrf, error) {
+	v := t.a.vrfs[name]
+	if v == nil {
+		return nil, errf(ErrNotFound, obj, key, field, "network instance %q not found", name)
+	}
+	if t.locked != nil && !t.locked[v] {
+		panic("ipam: VRF " + name + " used without its lock")
+	}
+	return v, nil
+}
+
+// mutation says what a mutation needs locked.
+type mutation struct {
+	owner  string
+	global bool                          // take the allocator-wide lock (VRF set changes)
+	vrfs   func(os *ownerState) []string // the VRFs it may touch (ignored when global)
+}
+
+// mutate runs f under the locks m asks for, commits its records to the
+// journal or rolls it back, and waits until the records are durable.
+func (a *Allocator) mutate(m mutation, f func(t *tx, os *ownerState) error) error {
+	os := a.owner(m.owner)
+	wait, err := func() (func() error, error) {
+		os.mu.Lock()
+		defer os.mu.Unlock()
+		t := &tx{a: a}
+		if m.global {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+		} else {
+			a.mu.RLock()
+			defer a.mu.RUnlock()
+			names := m.vrfs(os)
+			slices.Sort(names)
+			names = slices.Compact(names)
+			t.locked = make(map[*vrf]bool, len(names))
+			for _, n := range names {
+				if v := a.vrfs[n]; v != nil {
+					v.mu.Lock()
+					defer v.mu.Unlock()
+					t.locked[v] = true
+				}
+			}
+		}
+		if err := f(t, os); err != nil {
+			t.rollback()
+			return nil, err
+		}
+		if len(t.recs) > 0 && a.journal != nil {
+			return a.journal.Append(t.recs), nil
+		}
+		return nil, nil
+	}()
+	if err != nil || wait == nil {
+		return err
+	}
+	return wait()
+}
+
+func vrfsOf(names ...string) func(*ownerState) []string {
+	return func(*ownerState) []string { return names }
+}
+
+// CreateNetworkInstance creates or updates a network instance.
+func (a *Allocator) CreateNetworkInstance(ni NetworkInstance) error {
+	return a.mutate(mutation{owner: ni.Key.Owner, global: true}, func(t *tx, os *ownerState) error {
+		return t.putNIOf(os, ni)
+	})
+}
+
+// DeleteNetworkInstance deletes a network instance that holds no prefix
+// other than its own empty aggregates.
+func (a *Allocator) DeleteNetworkInstance(key Key) error {
+	return a.mutate(mutation{owner: key.Owner, global: true}, func(t *tx, os *ownerState) error {
+		return t.deleteNIOf(os, key)
+	})
+}
+
+// CreatePrefix creates or updates an IPPrefix and returns what it resolved
+// to (the prefix as written and its network's gateway).
+func (a *Allocator) CreatePrefix(p Prefix) (Result, error) {
+	var res Result
+	err := a.mutate(mutation{owner: p.Key.Owner, vrfs: func(os *ownerState) []string {
+		names := []string{p.NetworkInstance}
+		if old := os.prefixes[nsn(p.Key)]; old != nil {
+			names = append(names, old.v.name)
+		}
+		return names
+	}}, func(t *tx, os *ownerState) (err error) {
+		res, err = t.putPrefix(os, p)
+		return err
+	})
+	return res, err
+}
+
+// DeletePrefix deletes an IPPrefix; a prefix with children or allocated
+// addresses is refused with ErrInUse (rule 9).
+func (a *Allocator) DeletePrefix(key Key) error {
+	return a.mutate(mutation{owner: key.Owner, vrfs: func(os *ownerState) []string {
+		if old := os.prefixes[nsn(key)]; old != nil {
+			return []string{old.v.name}
+		}
+		return nil
+	}}, func(t *tx, os *ownerState) error {
+		return t.deletePrefix(os, key)
+	})
+}
+
+// CreateRange creates or replaces an IP range.
+func (a *Allocator) CreateRange(r IPRange) error {
+	return a.mutate(mutation{owner: r.Key.Owner, vrfs: func(os *ownerState) []string {
+		names := []string{r.NetworkInstance}
+		if old := os.ranges[nsn(r.Key)]; old != nil {
+			names = append(names, old.v.name)
+		}
+		return names
+	}}, func(t *tx, os *ownerState) error {
+		return t.putRange(os, r)
+	})
+}
+
+// DeleteRange deletes an IP range none of whose addresses is allocated.
+func (a *Allocator) DeleteRange(key Key) error {
+	return a.mutate(mutation{owner: key.Owner, vrfs: func(os *ownerState) []string {
+		if old := os.ranges[nsn(key)]; old != nil {
+			return []string{old.v.name}
+		}
+		return nil
+	}}, func(t *tx, os *ownerState) error {
+		return t.deleteRange(os, key)
+	})
+}
+
+// Allocate allocates an address, a block or a sub-prefix. The same request
+// again returns the same result; a changed request re-allocates (rule 8).
+func (a *Allocator) Allocate(r Allocation) (Result, error) {
+	var res Result
+	err := a.mutate(mutation{owner: r.Key.Owner, vrfs: func(os *ownerState) []string {
+		return allocVRFs(os, r)
+	}}, func(t *tx, os *ownerState) (err error) {
+		res, err = t.putAllocation(os, r)
+		return err
+	})
+	return res, err
+}
+
+// allocVRFs lists the VRFs an allocation request may touch.
+func allocVRFs(os *ownerState, r Allocation) []string {
+	names := []string{r.NetworkInstance, r.Selector[LabelNetworkInstance]}
+	if old := os.allocs[nsn(r.Key)]; old != nil {
+		names = append(names, old.v.name)
+	}
+	return names
+}
+
+// Release releases an allocation (rule 9).
+func (a *Allocator) Release(key Key) error {
+	return a.mutate(mutation{owner: key.Owner, vrfs: func(os *ownerState) []string {
+		if old := os.allocs[nsn(key)]; old != nil {
+			return []string{old.v.name}
+		}
+		return nil
+	}}, func(t *tx, os *ownerState) error {
+		return t.deleteAllocation(os, key)
+	})
+}

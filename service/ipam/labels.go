@@ -1,0 +1,169 @@
+package ipam
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// labelPair is one key=value term of the selector index.
+type labelPair struct{ k, v string }
+
+// entry is a selectable thing of a VRF: a prefix node, a static host
+// address or an IP range. Its labels are the system labels plus the user's.
+type entry struct {
+	order  orderKey
+	labels Labels
+	node   *node      // a prefix node (aggregate, pool, loopback, network subnet, allocated sub-prefix)
+	host   *hostEntry // a static address declared by an IPPrefix
+	rng    *ipRange   // an IP range
+}
+
+// orderKey sorts entries in prefix order.
+type orderKey struct {
+	pfx  netip.Prefix
+	rank int // node < range < host at the same prefix
+}
+
+// matches reports whether e carries every term.
+func (e *entry) matches(terms []labelPair) bool {
+	for _, t := range terms {
+		if v, ok := e.labels[t.k]; !ok || v != t.v {
+			return false
+		}
+	}
+	return true
+}
+
+// labelIndex maps every label pair to the entries carrying it, so a
+// selector is answered from its rarest term instead of a scan.
+type labelIndex struct {
+	post map[labelPair]map[*entry]struct{}
+}
+
+func newLabelIndex() labelIndex {
+	return labelIndex{post: make(map[labelPair]map[*entry]struct{})}
+}
+
+func (ix *labelIndex) add(e *entry) {
+	for k, v := range e.labels {
+		lp := labelPair{k, v}
+		set := ix.post[lp]
+		if set == nil {
+			set = make(map[*entry]struct{})
+			ix.post[lp] = set
+		}
+		set[e] = struct{}{}
+	}
+}
+
+func (ix *labelIndex) remove(e *entry) {
+	for k, v := range e.labels {
+		lp := labelPair{k, v}
+		if set := ix.post[lp]; set != nil {
+			delete(set, e)
+			if len(set) == 0 {
+				delete(ix.post, lp)
+			}
+		}
+	}
+}
+
+// match returns the entries carrying every term, in prefix order, filtered
+// by keep (nil keeps all). terms must not be empty.
+func (ix *labelIndex) match(terms []labelPair, keep func(*entry) bool) []*entry {
+	var smallest map[*entry]struct{}
+	for _, t := range terms {
+		set := ix.post[t]
+		if len(set) == 0 {
+			return nil
+		}
+		if smallest == nil || len(set) < len(smallest) {
+			smallest = set
+		}
+	}
+	var out []*entry
+	for e := range smallest {
+		if e.matches(terms) && (keep == nil || keep(e)) {
+			out = append(out, e)
+		}
+	}
+	if len(out) > 1 {
+		slices.SortFunc(out, func(a, b *entry) int { return compareOrder(a.order, b.order) })
+	}
+	return out
+}
+
+func compareOrder(a, b orderKey) int {
+	if c := comparePrefix(a.pfx, b.pfx); c != 0 {
+		return c
+	}
+	return a.rank - b.rank
+}
+
+// terms turns a selector plus implicit system terms into index terms,
+// appended to buf (callers pass a stack array to avoid allocating).
+func terms(buf []labelPair, sel Labels, extra ...labelPair) []labelPair {
+	out := buf[:0]
+	for k, v := range sel {
+		out = append(out, labelPair{k, v})
+	}
+	for _, e := range extra {
+		if e.v == "" {
+			continue
+		}
+		if v, ok := sel[e.k]; ok && v == e.v {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// formatSelector renders a selector as {k=v, ...} in key order.
+func formatSelector(sel Labels) string {
+	keys := slices.Sorted(maps.Keys(sel))
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(sel[k])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// systemLabels are the labels the core derives for a prefix; user labels
+// may repeat them but not contradict them.
+func systemLabels(vrf string, kind Kind, f Family, bits int, network string) Labels {
+	l := Labels{
+		LabelNetworkInstance: vrf,
+		LabelPrefixKind:      string(kind),
+		LabelAddressFamily:   string(f),
+		LabelPrefixLength:    strconv.Itoa(bits),
+	}
+	if network != "" {
+		l[LabelNetworkName] = network
+	}
+	return l
+}
+
+// mergeLabels returns system ∪ user, or the first user label that
+// contradicts a system label.
+func mergeLabels(system, user Labels) (Labels, string) {
+	out := make(Labels, len(system)+len(user))
+	for _, k := range slices.Sorted(maps.Keys(user)) {
+		if sv, ok := system[k]; ok && sv != user[k] {
+			return nil, k
+		}
+		out[k] = user[k]
+	}
+	maps.Copy(out, system)
+	return out, ""
+}

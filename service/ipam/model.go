@@ -1,0 +1,280 @@
+package ipam
+
+import (
+	"net/netip"
+	"slices"
+	"sync"
+
+	"github.com/nephio-project/ipam/service/ipam/internal/addrset"
+	"github.com/nephio-project/ipam/service/ipam/internal/freespace"
+)
+
+// vrf is one network instance: its prefix tree per family, its selectable
+// entries and their label index. Its mutex serializes every mutation of
+// the VRF (one writer per VRF).
+type vrf struct {
+	mu    sync.RWMutex
+	name  string
+	ni    *niObj
+	roots [2]*node // 0.0.0.0/0 and ::/0: hold the top-level aggregates
+	nodes map[netip.Prefix]*node
+	index labelIndex
+}
+
+func newVRF(name string) *vrf {
+	v := &vrf{name: name, nodes: make(map[netip.Prefix]*node), index: newLabelIndex()}
+	for i, p := range []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")} {
+		v.roots[i] = &node{v: v, prefix: p, kind: kindRoot, space: freespace.New(p)}
+	}
+	return v
+}
+
+func (v *vrf) root(a netip.Addr) *node {
+	if a.Is4() {
+		return v.roots[0]
+	}
+	return v.roots[1]
+}
+
+// kindRoot is the kind of a VRF's per-family root, which only aggregates
+// may sit under.
+const kindRoot Kind = "root"
+
+// node is a prefix of the tree. Aggregates and pools carve child prefixes
+// out of space; networks and loopbacks hand out addresses from addrs.
+type node struct {
+	v        *vrf
+	prefix   netip.Prefix // canonical
+	kind     Kind
+	parent   *node
+	children int
+	space    *freespace.Space // aggregate, pool, root
+	addrs    *addrset.Set     // network, loopback
+
+	network string
+	gateway netip.Addr
+
+	// holders says who holds each set offset of addrs other than the
+	// reserved first/last addresses and exclusions.
+	holders  map[uint64]any // *hostEntry, *allocObj, *preAlloc
+	reserved []uint64       // offsets reserved by rule 3 (network and broadcast)
+	excl     []exclusion
+	ranges   []*ipRange // sorted by lo
+
+	// Who keeps the node alive: the object that declared it, network
+	// IPPrefixes with a host part that refer to it, or the allocation
+	// that created it.
+	decl  *prefixObj
+	refs  map[*prefixObj]struct{}
+	alloc *allocObj
+
+	userLabels Labels
+	entry      *entry
+}
+
+// exclusion is a span of a node's offsets that is never handed out.
+type exclusion struct {
+	lo, hi uint64
+	by     any // *prefixObj or *ipRange
+}
+
+// hostEntry is a static address declared by a network IPPrefix with a host
+// part (10.0.1.10/24), or a /32 (/128) loopback IPPrefix.
+type hostEntry struct {
+	obj   *prefixObj
+	node  *node
+	off   uint64
+	addr  netip.Addr
+	claim *allocObj
+	entry *entry
+}
+
+// preAlloc is an address of a range reserved for the allocation of a name.
+type preAlloc struct {
+	rng   *ipRange
+	name  string
+	off   uint64
+	claim *allocObj
+}
+
+// ipRange is an IPRange placed in its node.
+type ipRange struct {
+	obj   *rangeObj
+	node  *node
+	lo    uint64
+	hi    uint64
+	pre   map[string]*preAlloc
+	entry *entry
+}
+
+// niObj, prefixObj, rangeObj and allocObj are the stored objects.
+type niObj struct {
+	spec NetworkInstance
+	v    *vrf
+	aggs []*prefixObj
+}
+
+type prefixObj struct {
+	spec Prefix
+	res  Result
+	v    *vrf
+	node *node      // the node it declared or, with a host part, the subnet
+	host *hostEntry // its static address, if any
+	ni   *niObj     // set for the aggregates of a NetworkInstance
+}
+
+type rangeObj struct {
+	spec IPRange
+	v    *vrf
+	rng  *ipRange
+}
+
+type allocObj struct {
+	req Allocation
+	res Result
+	v   *vrf
+	// Address placement: offsets [off, off+n-1] of node, possibly through
+	// a static host entry or a pre-allocation. Prefix placement: sub.
+	node *node
+	off  uint64
+	n    uint64
+	host *hostEntry
+	pre  *preAlloc
+	sub  *node
+}
+
+func (n *node) isBitmap() bool { return n.addrs != nil }
+
+// rangeAt returns the range of n that contains off, if any.
+func (n *node) rangeAt(off uint64) *ipRange {
+	i, found := slices.BinarySearchFunc(n.ranges, off, func(r *ipRange, off uint64) int {
+		switch {
+		case r.hi < off:
+			return -1
+		case r.lo > off:
+			return 1
+		}
+		return 0
+	})
+	if found {
+		return n.ranges[i]
+	}
+	return nil
+}
+
+// excluded reports whether off lies in one of n's exclusions.
+func (n *node) excludedAt(off uint64) *exclusion {
+	for i := range n.excl {
+		if n.excl[i].lo <= off && off <= n.excl[i].hi {
+			return &n.excl[i]
+		}
+	}
+	return nil
+}
+
+func (n *node) isReserved(off uint64) bool { return slices.Contains(n.reserved, off) }
+
+// usedByObjects reports whether n holds anything beyond its own
+// reservations: child prefixes, held addresses, ranges or exclusions of
+// objects other than its declarer.
+func (n *node) busy() bool {
+	if n.children > 0 || len(n.holders) > 0 || len(n.ranges) > 0 {
+		return true
+	}
+	return false
+}
+
+// ancestorMatches reports whether a prefix above n carries every term.
+func (n *node) ancestorMatches(tm []labelPair) bool {
+	for p := n.parent; p != nil && p.kind != kindRoot; p = p.parent {
+		if p.entry.matches(tm) {
+			return true
+		}
+	}
+	return false
+}
+
+// allowedParent encodes rule 2 of the allocation rules.
+func allowedParent(child, parent Kind) bool {
+	switch child {
+	case KindAggregate:
+		return parent == kindRoot || parent == KindAggregate
+	case KindNetwork, KindPool, KindLoopback:
+		return parent == KindAggregate || parent == KindPool
+	}
+	return false
+}
+
+// deepest returns the deepest node of v that contains p strictly (a node
+// equal to p is not returned), or the family root.
+func (v *vrf) deepest(p netip.Prefix) *node {
+	for l := p.Bits() - 1; l >= 0; l-- {
+		q, _ := p.Addr().Prefix(l)
+		if n := v.nodes[q]; n != nil {
+			return n
+		}
+	}
+	return v.root(p.Addr())
+}
+
+// bitmapNodeFor returns the network or loopback node holding address a.
+func (v *vrf) bitmapNodeFor(a netip.Addr) *node {
+	p := netip.PrefixFrom(a, hostBits(a))
+	if n := v.nodes[p]; n != nil && n.isBitmap() {
+		return n
+	}
+	n := v.deepest(p)
+	if n.isBitmap() {
+		return n
+	}
+	return nil
+}
+
+// overlapping names a node of v that overlaps p, for error messages.
+func (v *vrf) overlapping(p netip.Prefix) *node {
+	var best *node
+	for q, n := range v.nodes {
+		if q.Overlaps(p) && (best == nil || comparePrefix(q, best.prefix) < 0) {
+			best = n
+		}
+	}
+	return best
+}
+
+// describe names who declared n, for messages.
+func (n *node) describe() string {
+	switch {
+	case n.decl != nil && n.decl.ni != nil:
+		return "NetworkInstance " + n.decl.ni.spec.Key.String()
+	case n.decl != nil:
+		return ObjPrefix + " " + n.decl.spec.Key.String()
+	case n.alloc != nil:
+		return ObjAllocation + " " + n.alloc.req.Key.String()
+	}
+	for r := range n.refs {
+		return ObjPrefix + " " + r.spec.Key.String()
+	}
+	return "the network instance"
+}
+
+// describeHolder names who holds offset off of n.
+func (n *node) describeHolder(off uint64) string {
+	switch h := n.holders[off].(type) {
+	case *hostEntry:
+		if h.claim != nil {
+			return ObjAllocation + " " + h.claim.req.Key.String()
+		}
+		return ObjPrefix + " " + h.obj.spec.Key.String()
+	case *allocObj:
+		return ObjAllocation + " " + h.req.Key.String()
+	case *preAlloc:
+		return "the pre-allocation of " + h.name + " in " + ObjRange + " " + h.rng.obj.spec.Key.String()
+	}
+	if n.isReserved(off) {
+		return "a reserved address of " + n.prefix.String()
+	}
+	if n.excludedAt(off) != nil {
+		return "an exclusion of " + n.prefix.String()
+	}
+	return "another object"
+}

@@ -1,0 +1,205 @@
+package ipam
+
+import (
+	"maps"
+	"math"
+	"slices"
+)
+
+func (f Filter) matches(owner, vrf string, labels Labels) bool {
+	if f.Owner != "" && f.Owner != owner {
+		return false
+	}
+	if f.NetworkInstance != "" && f.NetworkInstance != vrf {
+		return false
+	}
+	for k, v := range f.Labels {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// readOwners calls fn for each owner (or just f.Owner) with that owner's
+// lock and the allocator's read lock held.
+func (a *Allocator) readOwners(owner string, fn func(os *ownerState)) {
+	var list []*ownerState
+	if owner != "" {
+		a.ownersMu.Lock()
+		if os := a.owners[owner]; os != nil {
+			list = append(list, os)
+		}
+		a.ownersMu.Unlock()
+	} else {
+		list = a.ownerList()
+	}
+	for _, os := range list {
+		os.mu.Lock()
+		a.mu.RLock()
+		fn(os)
+		a.mu.RUnlock()
+		os.mu.Unlock()
+	}
+}
+
+// GetNetworkInstance returns the network instance of that name.
+func (a *Allocator) GetNetworkInstance(name string) (NetworkInstance, error) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	v := a.vrfs[name]
+	if v == nil {
+		return NetworkInstance{}, errf(ErrNotFound, ObjNetworkInstance, Key{Name: name}, "", "not found")
+	}
+	return cloneNI(v.ni.spec), nil
+}
+
+// ListNetworkInstances returns the matching network instances by name.
+func (a *Allocator) ListNetworkInstances(f Filter) []NetworkInstance {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	var out []NetworkInstance
+	for _, name := range slices.Sorted(maps.Keys(a.vrfs)) {
+		ni := a.vrfs[name].ni.spec
+		if f.matches(ni.Key.Owner, name, ni.Labels) {
+			out = append(out, cloneNI(ni))
+		}
+	}
+	return out
+}
+
+// GetPrefix returns an IPPrefix and what it resolved to.
+func (a *Allocator) GetPrefix(key Key) (PrefixRecord, error) {
+	var rec PrefixRecord
+	found := false
+	a.readOwners(key.Owner, func(os *ownerState) {
+		if o := os.prefixes[nsn(key)]; o != nil {
+			o.v.mu.RLock()
+			rec, found = PrefixRecord{Prefix: *clonePrefix(o.spec), Result: o.result()}, true
+			o.v.mu.RUnlock()
+		}
+	})
+	if !found {
+		return rec, errf(ErrNotFound, ObjPrefix, key, "", "not found")
+	}
+	return rec, nil
+}
+
+// ListPrefixes returns the matching IPPrefixes, by owner then key.
+func (a *Allocator) ListPrefixes(f Filter) []PrefixRecord {
+	var out []PrefixRecord
+	a.readOwners(f.Owner, func(os *ownerState) {
+		for _, k := range slices.SortedFunc(maps.Keys(os.prefixes), compareNsName) {
+			o := os.prefixes[k]
+			if f.matches(os.name, o.v.name, o.spec.Labels) {
+				o.v.mu.RLock()
+				out = append(out, PrefixRecord{Prefix: *clonePrefix(o.spec), Result: o.result()})
+				o.v.mu.RUnlock()
+			}
+		}
+	})
+	return out
+}
+
+// GetRange returns an IP range.
+func (a *Allocator) GetRange(key Key) (IPRange, error) {
+	var out IPRange
+	found := false
+	a.readOwners(key.Owner, func(os *ownerState) {
+		if o := os.ranges[nsn(key)]; o != nil {
+			out, found = *cloneRange(o.spec), true
+		}
+	})
+	if !found {
+		return out, errf(ErrNotFound, ObjRange, key, "", "not found")
+	}
+	return out, nil
+}
+
+// ListRanges returns the matching IP ranges, by owner then key.
+func (a *Allocator) ListRanges(f Filter) []IPRange {
+	var out []IPRange
+	a.readOwners(f.Owner, func(os *ownerState) {
+		for _, k := range slices.SortedFunc(maps.Keys(os.ranges), compareNsName) {
+			if o := os.ranges[k]; f.matches(os.name, o.v.name, o.spec.Labels) {
+				out = append(out, *cloneRange(o.spec))
+			}
+		}
+	})
+	return out
+}
+
+// GetAllocation returns an allocation and its result.
+func (a *Allocator) GetAllocation(key Key) (AllocationRecord, error) {
+	var rec AllocationRecord
+	found := false
+	a.readOwners(key.Owner, func(os *ownerState) {
+		if o := os.allocs[nsn(key)]; o != nil {
+			rec, found = AllocationRecord{Allocation: cloneAlloc(o.req), Result: o.res}, true
+		}
+	})
+	if !found {
+		return rec, errf(ErrNotFound, ObjAllocation, key, "", "not found")
+	}
+	return rec, nil
+}
+
+// ListAllocations returns the matching allocations, by owner then key.
+func (a *Allocator) ListAllocations(f Filter) []AllocationRecord {
+	var out []AllocationRecord
+	a.readOwners(f.Owner, func(os *ownerState) {
+		for _, k := range slices.SortedFunc(maps.Keys(os.allocs), compareNsName) {
+			if o := os.allocs[k]; f.matches(os.name, o.v.name, o.req.Labels) {
+				out = append(out, AllocationRecord{Allocation: cloneAlloc(o.req), Result: o.res})
+			}
+		}
+	})
+	return out
+}
+
+// Tree returns the prefix hierarchy of a network instance in prefix order
+// (IPv4 first), each node with its depth and utilization.
+func (a *Allocator) Tree(name string) ([]TreeNode, error) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	v := a.vrfs[name]
+	if v == nil {
+		return nil, errf(ErrNotFound, ObjNetworkInstance, Key{Name: name}, "", "not found")
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	nodes := make([]*node, 0, len(v.nodes))
+	for _, n := range v.nodes {
+		nodes = append(nodes, n)
+	}
+	slices.SortFunc(nodes, func(x, y *node) int { return comparePrefix(x.prefix, y.prefix) })
+	out := make([]TreeNode, 0, len(nodes))
+	for _, n := range nodes {
+		depth := 0
+		for p := n.parent; p != nil && p.kind != kindRoot; p = p.parent {
+			depth++
+		}
+		tn := TreeNode{Depth: depth, Prefix: n.prefix, Kind: n.kind, Total: sizeOf(n.prefix)}
+		switch {
+		case n.decl != nil && n.decl.ni != nil:
+			tn.Name, tn.Owner = n.decl.ni.spec.Key.String(), n.decl.ni.spec.Key.Owner
+		case n.decl != nil:
+			tn.Name, tn.Owner = n.decl.spec.Key.String(), n.decl.spec.Key.Owner
+		case n.alloc != nil:
+			tn.Name, tn.Owner = n.alloc.req.Key.String(), n.alloc.req.Key.Owner
+		}
+		if n.isBitmap() {
+			tn.Used = n.addrs.Len()
+		} else {
+			hi, lo := n.space.Free()
+			if hi == 0 {
+				tn.Used = tn.Total - min(lo, tn.Total)
+			} else if tn.Total == math.MaxUint64 {
+				// More than 2^64 addresses: report used space when it fits.
+				tn.Used = 0
+			}
+		}
+		out = append(out, tn)
+	}
+	return out, nil
+}

@@ -1,0 +1,351 @@
+package ipam
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/nephio-project/ipam/service/ipam/internal/addrset"
+	"github.com/nephio-project/ipam/service/ipam/internal/freespace"
+)
+
+// tx collects the change records of a mutation and the undo steps that
+// revert it; a failed item or batch runs the undo steps in reverse, which
+// leaves the core exactly as before.
+type tx struct {
+	a      *Allocator
+	locked map[*vrf]bool // the VRFs locked for it; nil: all (allocator-wide lock)
+	recs   []Record
+	undo   []func()
+}
+
+func (t *tx) onUndo(f func()) { t.undo = append(t.undo, f) }
+
+func (t *tx) record(r Record) { t.recs = append(t.recs, r) }
+
+// mark returns a savepoint for rollbackTo.
+func (t *tx) mark() (int, int) { return len(t.undo), len(t.recs) }
+
+// rollbackTo undoes everything after the savepoint.
+func (t *tx) rollbackTo(u, r int) {
+	for i := len(t.undo) - 1; i >= u; i-- {
+		t.undo[i]()
+	}
+	t.undo = t.undo[:u]
+	t.recs = t.recs[:r]
+}
+
+func (t *tx) rollback() { t.rollbackTo(0, 0) }
+
+// errf builds an *Error for one object.
+func errf(sentinel error, obj string, key Key, field, format string, args ...any) error {
+	return &Error{Object: obj, Key: key, Field: field, Msg: fmt.Sprintf(format, args...), Err: sentinel}
+}
+
+// --- index -----------------------------------------------------------------
+
+func (t *tx) indexEntry(v *vrf, e *entry) {
+	v.index.add(e)
+	t.onUndo(func() { v.index.remove(e) })
+}
+
+func (t *tx) unindexEntry(v *vrf, e *entry) {
+	v.index.remove(e)
+	t.onUndo(func() { v.index.add(e) })
+}
+
+// relabel replaces an entry's labels.
+func (t *tx) relabel(v *vrf, e *entry, labels Labels) {
+	old := e.labels
+	v.index.remove(e)
+	e.labels = labels
+	v.index.add(e)
+	t.onUndo(func() {
+		v.index.remove(e)
+		e.labels = old
+		v.index.add(e)
+	})
+}
+
+// --- nodes -----------------------------------------------------------------
+
+// insertNode places canonical prefix p of kind under its deepest containing
+// node, checking nesting (rule 2) and overlap (rule 1).
+func (t *tx) insertNode(v *vrf, p netip.Prefix, kind Kind, network string, user Labels, obj string, key Key) (*node, error) {
+	if n := v.nodes[p]; n != nil {
+		return nil, errf(ErrConflict, obj, key, "spec.prefix", "%s already exists in network instance %s (%s %s)", p, v.name, n.kind, n.describe())
+	}
+	parent := v.deepest(p)
+	if !allowedParent(kind, parent.kind) {
+		switch {
+		case parent.kind == kindRoot:
+			return nil, errf(ErrNotFound, obj, key, "spec.prefix", "no aggregate contains %s in network instance %s (rule 1: every prefix lies inside an aggregate)", p, v.name)
+		case parent.isBitmap():
+			return nil, errf(ErrInvalid, obj, key, "spec.prefix", "%s lies inside %s %s, which holds addresses only (rule 2: a %s holds no %s)", p, parent.kind, parent.prefix, parent.kind, kind)
+		default:
+			return nil, errf(ErrInvalid, obj, key, "spec.kind", "a %s cannot hold a %s (rule 2: %s lies inside %s %s)", parent.kind, kind, p, parent.kind, parent.prefix)
+		}
+	}
+	if !parent.space.Take(p) {
+		o := v.overlapping(p)
+		if o == nil {
+			return nil, errf(ErrConflict, obj, key, "spec.prefix", "%s overlaps another prefix of network instance %s", p, v.name)
+		}
+		return nil, errf(ErrConflict, obj, key, "spec.prefix", "%s overlaps %s %s (%s)", p, o.kind, o.prefix, o.describe())
+	}
+	n := &node{v: v, prefix: p, kind: kind, parent: parent, network: network}
+	switch kind {
+	case KindAggregate, KindPool:
+		n.space = freespace.New(p)
+	case KindNetwork, KindLoopback:
+		n.addrs = addrset.New(lastOffset(p))
+		n.holders = make(map[uint64]any)
+		if kind == KindNetwork && hostBits(p.Addr())-p.Bits() > 1 {
+			// Rule 3: the first and last address of a network are reserved;
+			// the last is beyond reach when the prefix exceeds 2^64 addresses.
+			n.reserved = append(n.reserved, 0)
+			if hostBits(p.Addr())-p.Bits() <= 64 {
+				n.reserved = append(n.reserved, lastOffset(p))
+			}
+			for _, off := range n.reserved {
+				n.addrs.Add(off)
+			}
+		}
+	}
+	labels, bad := mergeLabels(systemLabels(v.name, kind, familyOf(p.Addr()), p.Bits(), network), user)
+	if bad != "" {
+		parent.space.Release(p)
+		return nil, errf(ErrInvalid, obj, key, "labels", "label %s=%q contradicts the system label %q", bad, user[bad], systemValue(v.name, kind, p, network, bad))
+	}
+	n.userLabels = user
+	n.entry = &entry{order: orderKey{pfx: p}, labels: labels, node: n}
+	v.nodes[p] = n
+	parent.children++
+	v.index.add(n.entry)
+	t.onUndo(func() {
+		v.index.remove(n.entry)
+		parent.children--
+		delete(v.nodes, p)
+		parent.space.Release(p)
+	})
+	return n, nil
+}
+
+func systemValue(vrfName string, kind Kind, p netip.Prefix, network, key string) string {
+	return systemLabels(vrfName, kind, familyOf(p.Addr()), p.Bits(), network)[key]
+}
+
+// removeNode deletes an empty node.
+func (t *tx) removeNode(n *node, obj string, key Key) error {
+	if n.busy() {
+		return errf(ErrInUse, obj, key, "", "%s %s still holds %s", n.kind, n.prefix, n.contents())
+	}
+	v, parent, p := n.v, n.parent, n.prefix
+	v.index.remove(n.entry)
+	parent.children--
+	delete(v.nodes, p)
+	parent.space.Release(p)
+	t.onUndo(func() {
+		if !parent.space.Take(p) {
+			panic("ipam: undo of removeNode could not retake " + p.String())
+		}
+		v.nodes[p] = n
+		parent.children++
+		v.index.add(n.entry)
+	})
+	return nil
+}
+
+// contents describes what keeps a node busy, for ErrInUse messages.
+func (n *node) contents() string {
+	switch {
+	case n.children > 0:
+		var kids []string
+		for q, c := range n.v.nodes {
+			if c.parent == n {
+				kids = append(kids, q.String())
+			}
+		}
+		slices.Sort(kids)
+		if len(kids) > 3 {
+			kids = append(kids[:3], "…")
+		}
+		return fmt.Sprintf("%d child prefix(es): %v", n.children, kids)
+	case len(n.holders) > 0:
+		offs := make([]uint64, 0, len(n.holders))
+		for off := range n.holders {
+			offs = append(offs, off)
+		}
+		slices.Sort(offs)
+		return fmt.Sprintf("%d address(es), e.g. %s held by %s", len(offs), addOffset(n.prefix.Addr(), offs[0]), n.describeHolder(offs[0]))
+	case len(n.ranges) > 0:
+		return fmt.Sprintf("%d IP range(s), e.g. %s", len(n.ranges), n.ranges[0].obj.spec.Key)
+	}
+	return "nothing"
+}
+
+// --- addresses -------------------------------------------------------------
+
+// hold marks offsets [off, off+cnt-1] of n as held by h.
+func (t *tx) hold(n *node, off, cnt uint64, h any) {
+	for i := range cnt {
+		n.addrs.Add(off + i)
+		n.holders[off+i] = h
+	}
+	t.onUndo(func() {
+		for i := range cnt {
+			n.addrs.Remove(off + i)
+			delete(n.holders, off+i)
+		}
+	})
+}
+
+// unhold frees offsets [off, off+cnt-1] of n.
+func (t *tx) unhold(n *node, off, cnt uint64) {
+	old := make([]any, cnt)
+	for i := range cnt {
+		old[i] = n.holders[off+i]
+		n.addrs.Remove(off + i)
+		delete(n.holders, off+i)
+	}
+	t.onUndo(func() {
+		for i := range cnt {
+			n.addrs.Add(off + i)
+			n.holders[off+i] = old[i]
+		}
+	})
+}
+
+// setHolder replaces the holder of a held offset.
+func (t *tx) setHolder(n *node, off uint64, h any) {
+	old := n.holders[off]
+	n.holders[off] = h
+	t.onUndo(func() { n.holders[off] = old })
+}
+
+// nextFree returns the lowest free offset of n in [lo, hi] outside every
+// range of n (ranges serve only the requests that select them); with
+// inRange set, ranges are not skipped.
+func (n *node) nextFree(lo, hi, cnt uint64, inRange bool) (uint64, bool) {
+	for lo <= hi {
+		var off uint64
+		var ok bool
+		if cnt <= 1 {
+			off, ok = n.addrs.NextFree(lo, hi)
+		} else {
+			off, ok = n.addrs.NextFreeRun(lo, hi, cnt)
+		}
+		if !ok {
+			return 0, false
+		}
+		if inRange || len(n.ranges) == 0 {
+			return off, true
+		}
+		end := off + max(cnt, 1) - 1
+		r := n.firstRangeOverlapping(off, end)
+		if r == nil {
+			return off, true
+		}
+		if r.hi == ^uint64(0) {
+			return 0, false
+		}
+		lo = r.hi + 1
+	}
+	return 0, false
+}
+
+func (n *node) firstRangeOverlapping(lo, hi uint64) *ipRange {
+	for _, r := range n.ranges {
+		if r.lo <= hi && lo <= r.hi {
+			return r
+		}
+	}
+	return nil
+}
+
+// addExclusions marks spans of n excluded; every excluded address must be
+// free or reserved.
+func (t *tx) addExclusions(n *node, spans []AddrRange, by any, obj string, key Key, field string) error {
+	for i, s := range spans {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		lo, hi, err := n.span(s.Start, s.End, obj, key, f)
+		if err != nil {
+			return err
+		}
+		var clash uint64
+		found := false
+		n.addrs.Ascend(lo, hi, func(off uint64) bool {
+			if n.isReserved(off) {
+				return true
+			}
+			clash, found = off, true
+			return false
+		})
+		if found {
+			return errf(ErrConflict, obj, key, f, "%s is held by %s", addOffset(n.prefix.Addr(), clash), n.describeHolder(clash))
+		}
+		n.addrs.AddRange(lo, hi)
+		n.excl = append(n.excl, exclusion{lo: lo, hi: hi, by: by})
+		t.onUndo(func() {
+			n.excl = n.excl[:len(n.excl)-1]
+			n.addrs.RemoveRange(lo, hi)
+			for _, off := range n.reserved {
+				if lo <= off && off <= hi {
+					n.addrs.Add(off)
+				}
+			}
+		})
+	}
+	return nil
+}
+
+// removeExclusions drops the exclusions of n made by by.
+func (t *tx) removeExclusions(n *node, by any) {
+	kept := n.excl[:0:0]
+	var dropped []exclusion
+	for _, e := range n.excl {
+		if e.by == by {
+			dropped = append(dropped, e)
+		} else {
+			kept = append(kept, e)
+		}
+	}
+	if len(dropped) == 0 {
+		return
+	}
+	old := n.excl
+	n.excl = kept
+	for _, e := range dropped {
+		n.addrs.RemoveRange(e.lo, e.hi)
+		for _, off := range n.reserved {
+			if e.lo <= off && off <= e.hi {
+				n.addrs.Add(off)
+			}
+		}
+	}
+	t.onUndo(func() {
+		n.excl = old
+		for _, e := range dropped {
+			n.addrs.AddRange(e.lo, e.hi)
+		}
+	})
+}
+
+// span converts an inclusive address range inside n to offsets.
+func (n *node) span(start, end netip.Addr, obj string, key Key, field string) (uint64, uint64, error) {
+	if !start.IsValid() || !end.IsValid() {
+		return 0, 0, errf(ErrInvalid, obj, key, field, "start and end addresses are required")
+	}
+	if !n.prefix.Contains(start) || !n.prefix.Contains(end) {
+		return 0, 0, errf(ErrInvalid, obj, key, field, "%s-%s is not inside %s %s", start, end, n.kind, n.prefix)
+	}
+	if end.Less(start) {
+		return 0, 0, errf(ErrInvalid, obj, key, field, "end %s is before start %s", end, start)
+	}
+	lo, ok1 := offsetOf(n.prefix.Addr(), start)
+	hi, ok2 := offsetOf(n.prefix.Addr(), end)
+	if !ok1 || !ok2 || hi > n.addrs.Last() {
+		return 0, 0, errf(ErrInvalid, obj, key, field, "%s-%s lies beyond the first 2^64 addresses of %s", start, end, n.prefix)
+	}
+	return lo, hi, nil
+}
