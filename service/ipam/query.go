@@ -187,7 +187,13 @@ func (a *Allocator) Tree(name string) ([]TreeNode, error) {
 			tn.Name, tn.Owner = n.decl.spec.Key.String(), n.decl.spec.Key.Owner
 		case n.alloc != nil:
 			tn.Name, tn.Owner = n.alloc.req.Key.String(), n.alloc.req.Key.Owner
+		case len(n.refs) > 0:
+			first := slices.MinFunc(slices.Collect(maps.Keys(n.refs)), func(x, y *prefixObj) int {
+				return compareNsName(nsn(x.spec.Key), nsn(y.spec.Key))
+			})
+			tn.Name, tn.Owner = first.spec.Key.String(), first.spec.Key.Owner
 		}
+		tn.Network = n.network
 		if n.isBitmap() {
 			tn.Used = n.addrs.Len()
 		} else {

@@ -51,6 +51,7 @@ func TestSeedExample(t *testing.T) {
 	if got.Prefix != mustPrefix("10.0.1.2/24") || got.Gateway != mustAddr("10.0.1.1") {
 		t.Fatalf("alloc1 = %s gw %s, want 10.0.1.2/24 gw 10.0.1.1", got.Prefix, got.Gateway)
 	}
+	t.Logf("alloc1       -> %s gateway %s", got.Prefix, got.Gateway)
 
 	if _, err := a.CreatePrefix(Prefix{Key: k("net1-prefix10"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.10/24"),
 		Network: "net1", Labels: Labels{"nephio.org/interface": "n3"}}); err != nil {
@@ -64,6 +65,7 @@ func TestSeedExample(t *testing.T) {
 	if got.Prefix != mustPrefix("10.0.1.10/24") || got.Gateway != mustAddr("10.0.1.1") {
 		t.Fatalf("alloc2-n3 = %s gw %s, want 10.0.1.10/24 gw 10.0.1.1", got.Prefix, got.Gateway)
 	}
+	t.Logf("alloc2-n3    -> %s gateway %s", got.Prefix, got.Gateway)
 
 	got, err = a.Allocate(Allocation{Key: k("alloc-pool1"), Kind: KindPool, PrefixLength: 16,
 		Selector: Labels{LabelNetworkInstance: "vpc-1"}})
@@ -73,6 +75,7 @@ func TestSeedExample(t *testing.T) {
 	if got.Prefix != mustPrefix("10.1.0.0/16") {
 		t.Fatalf("alloc-pool1 = %s, want 10.1.0.0/16", got.Prefix)
 	}
+	t.Logf("alloc-pool1  -> %s", got.Prefix)
 
 	// Idempotence: the same request returns the same address.
 	again, err := a.Allocate(alloc1)
@@ -88,6 +91,11 @@ func TestSeedExample(t *testing.T) {
 	got, err = a.Allocate(Allocation{Key: k("after-static"), Selector: alloc1.Selector})
 	if err != nil || got.Prefix != mustPrefix("10.0.1.11/24") {
 		t.Fatalf("after-static = %v, %v; want 10.0.1.11/24", got.Prefix, err)
+	}
+	t.Logf("after .2-.9  -> %s (the static .10 is skipped)", got.Prefix)
+	tree, _ := a.Tree("vpc-1")
+	for _, n := range tree {
+		t.Logf("tree: %*s%-12s %-9s %-14s used %d/%d", n.Depth*2, "", n.Prefix, n.Kind, n.Name, n.Used, n.Total)
 	}
 }
 

@@ -265,8 +265,11 @@ type TreeNode struct {
 	Depth  int
 	Prefix netip.Prefix
 	Kind   Kind
-	Name   string // the object that declared it ("" for implicit subnets)
-	Owner  string
+	// Name and Owner name the object that declared the prefix; a subnet
+	// made by network prefixes with host parts names the first of them.
+	Name    string
+	Owner   string
+	Network string // the network name of a network prefix
 	// Used and Total count addresses (saturating at 2^64-1).
 	Used  uint64
 	Total uint64
