@@ -1,0 +1,246 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/ipam"
+)
+
+// DefaultWatchBuffer is the number of events a watcher may fall behind
+// before it is disconnected.
+const DefaultWatchBuffer = 4096
+
+// errHubClosed ends watchers when the server shuts down.
+var errHubClosed = &codedError{msg: "server is shutting down", sentinel: ErrUnavailable}
+
+// Hub is the allocator's Journal. It passes every batch of change records
+// to the store's journal and, once the store reports them durable,
+// publishes them to watchers as WatchEvents in commit order. Watchers have
+// bounded buffers: one that falls behind is disconnected instead of
+// slowing allocation down.
+type Hub struct {
+	store  ipam.Journal // nil: in memory, records are durable at once
+	log    *slog.Logger
+	buffer int
+
+	appendMu sync.Mutex // orders batches: the store's order is the publish order
+	next     uint64     // sequence number of the next batch
+
+	mu        sync.Mutex
+	published uint64                   // batches below are published
+	done      map[uint64][]ipam.Record // durable batches waiting for earlier ones
+	watchers  map[*watcher]struct{}    // open watchers
+	vrfOf     map[objectKey]string     // VRF of live objects, for deletes
+	closed    bool
+}
+
+// objectKey names an object of any kind.
+type objectKey struct {
+	kind ipamv1.ObjectKind
+	key  ipam.Key
+}
+
+// NewHub returns a Hub that journals to store (nil for an in-memory
+// allocator). buffer bounds each watcher's backlog; 0 means
+// DefaultWatchBuffer.
+func NewHub(store ipam.Journal, buffer int, log *slog.Logger) *Hub {
+	if buffer <= 0 {
+		buffer = DefaultWatchBuffer
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Hub{store: store, log: log, buffer: buffer, done: map[uint64][]ipam.Record{},
+		watchers: map[*watcher]struct{}{}, vrfOf: map[objectKey]string{}}
+}
+
+// Seed records the network instance of every object the allocator holds,
+// so that deletions of objects restored from the store can be filtered by
+// network instance. Call it after the restore, before serving.
+func (h *Hub) Seed(a *ipam.Allocator) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, p := range a.ListPrefixes(ipam.Filter{}) {
+		h.vrfOf[objectKey{ipamv1.ObjectKind_OBJECT_KIND_PREFIX, p.Prefix.Key}] = p.Prefix.NetworkInstance
+	}
+	for _, r := range a.ListRanges(ipam.Filter{}) {
+		h.vrfOf[objectKey{ipamv1.ObjectKind_OBJECT_KIND_RANGE, r.Key}] = r.NetworkInstance
+	}
+	for _, r := range a.ListAllocations(ipam.Filter{}) {
+		h.vrfOf[objectKey{ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION, r.Allocation.Key}] = r.Result.NetworkInstance
+	}
+}
+
+// Append implements ipam.Journal. It is called with the mutated VRFs
+// locked and does no I/O: it hands the records to the store's journal and
+// returns a wait function that blocks until they are durable, then
+// publishes them.
+func (h *Hub) Append(recs []ipam.Record) func() error {
+	h.appendMu.Lock()
+	seq := h.next
+	h.next++
+	var wait func() error
+	if h.store != nil {
+		wait = h.store.Append(recs)
+	}
+	h.appendMu.Unlock()
+	return func() error {
+		var err error
+		if wait != nil {
+			err = wait()
+		}
+		if err != nil {
+			// Not durable: watchers must not see it. The batch still takes
+			// its turn so that later batches are published.
+			h.log.Error("journal append failed", "err", err)
+			h.complete(seq, nil)
+			return &codedError{msg: "store: " + err.Error(), sentinel: ErrUnavailable, cause: err}
+		}
+		h.complete(seq, recs)
+		return nil
+	}
+}
+
+// complete marks batch seq durable and publishes every batch that is now
+// in order.
+func (h *Hub) complete(seq uint64, recs []ipam.Record) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if recs == nil {
+		recs = []ipam.Record{}
+	}
+	h.done[seq] = recs
+	for {
+		batch, ok := h.done[h.published]
+		if !ok {
+			return
+		}
+		delete(h.done, h.published)
+		h.published++
+		for _, r := range batch {
+			h.publish(r)
+		}
+	}
+}
+
+// publish sends one record to the watchers it matches; h.mu is held.
+func (h *Hub) publish(r ipam.Record) {
+	kind := kindOfOp(r.Op)
+	vrf := recordVRF(r)
+	ok := objectKey{kind, r.Key}
+	switch r.Op {
+	case ipam.OpPutPrefix, ipam.OpPutRange, ipam.OpPutAllocation:
+		h.vrfOf[ok] = vrf
+	case ipam.OpDeletePrefix, ipam.OpDeleteRange, ipam.OpDeleteAllocation:
+		if vrf == "" {
+			vrf = h.vrfOf[ok]
+		}
+		delete(h.vrfOf, ok)
+	}
+	if len(h.watchers) == 0 {
+		return
+	}
+	var ev *ipamv1.WatchEvent
+	for w := range h.watchers {
+		if !w.matches(r.Key.Owner, vrf) {
+			continue
+		}
+		if ev == nil {
+			ev = eventFromRecord(r)
+		}
+		select {
+		case w.events <- ev:
+		default:
+			h.log.Warn("watcher fell behind; disconnecting it", "buffer", h.buffer, "network_instance", w.vrf, "owner", w.owner)
+			w.stop(&codedError{sentinel: ipam.ErrExhausted,
+				msg: fmt.Sprintf("watch fell behind: more than %d events pending; list again and restart the watch", h.buffer)})
+			delete(h.watchers, w)
+		}
+	}
+}
+
+// watcher is one Watch stream's subscription.
+type watcher struct {
+	vrf, owner string
+	events     chan *ipamv1.WatchEvent
+	stopped    chan struct{}
+	err        error // why it stopped; set before stopped is closed
+}
+
+func (w *watcher) matches(owner, vrf string) bool {
+	return (w.owner == "" || w.owner == owner) && (w.vrf == "" || w.vrf == vrf)
+}
+
+func (w *watcher) stop(err error) {
+	w.err = err
+	close(w.stopped)
+}
+
+// Subscription is an open watch: events in commit order until Done is
+// closed; Err then says why.
+type Subscription struct {
+	h *Hub
+	w *watcher
+}
+
+// Subscribe opens a subscription to the changes of one network instance
+// and owner (empty strings match everything).
+func (h *Hub) Subscribe(vrf, owner string) (*Subscription, error) {
+	w := &watcher{vrf: vrf, owner: owner, events: make(chan *ipamv1.WatchEvent, h.buffer), stopped: make(chan struct{})}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, errHubClosed
+	}
+	h.watchers[w] = struct{}{}
+	return &Subscription{h: h, w: w}, nil
+}
+
+// Events delivers the subscription's events.
+func (s *Subscription) Events() <-chan *ipamv1.WatchEvent { return s.w.events }
+
+// Done is closed when the hub ends the subscription.
+func (s *Subscription) Done() <-chan struct{} { return s.w.stopped }
+
+// Err says why the subscription ended; valid once Done is closed.
+func (s *Subscription) Err() error {
+	select {
+	case <-s.w.stopped:
+		return s.w.err
+	default:
+		return nil
+	}
+}
+
+// Close ends the subscription.
+func (s *Subscription) Close() {
+	s.h.mu.Lock()
+	defer s.h.mu.Unlock()
+	if _, ok := s.h.watchers[s.w]; ok {
+		delete(s.h.watchers, s.w)
+		s.w.stop(errors.New("subscription closed"))
+	}
+}
+
+// Watchers returns the number of open subscriptions.
+func (h *Hub) Watchers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.watchers)
+}
+
+// Close ends every subscription (they report Unavailable) and refuses new
+// ones. Journaling goes on, so in-flight mutations still complete.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for w := range h.watchers {
+		w.stop(errHubClosed)
+		delete(h.watchers, w)
+	}
+}

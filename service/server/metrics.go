@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/nephio-project/ipam/service/ipam"
+)
+
+// Metrics are the server's Prometheus metrics, in a registry of their own:
+//
+//	ipam_rpc_duration_seconds{method,code}      histogram of gRPC call latency
+//	ipam_sync_items_total                       objects received in Sync requests
+//	ipam_allocations{network_instance}          allocations held, computed on scrape
+//	ipam_prefix_free_addresses{network_instance,prefix,kind,name}
+//	                                            free addresses of every prefix of the tree, computed on scrape
+//	ipam_watchers                               open Watch streams
+//
+// plus the standard Go runtime and process collectors.
+type Metrics struct {
+	Registry  *prometheus.Registry
+	rpc       *prometheus.HistogramVec
+	syncItems prometheus.Counter
+}
+
+// NewMetrics registers the server's metrics; the allocation and prefix
+// gauges are read from a on every scrape, the watcher count from hub.
+func NewMetrics(a *ipam.Allocator, hub *Hub) *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		rpc: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ipam_rpc_duration_seconds",
+			Help:    "Latency of gRPC calls by method and status code.",
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"method", "code"}),
+		syncItems: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ipam_sync_items_total",
+			Help: "Objects received in Sync requests.",
+		}),
+	}
+	m.Registry.MustRegister(m.rpc, m.syncItems, &stateCollector{a: a},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ipam_watchers", Help: "Open Watch streams."},
+			func() float64 { return float64(hub.Watchers()) }),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// UnaryInterceptor observes the latency of unary calls.
+func (m *Metrics) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := handler(ctx, req)
+	m.observe(info.FullMethod, err, start)
+	return resp, err
+}
+
+// StreamInterceptor observes the duration of streaming calls.
+func (m *Metrics) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	start := time.Now()
+	err := handler(srv, ss)
+	m.observe(info.FullMethod, err, start)
+	return err
+}
+
+func (m *Metrics) observe(fullMethod string, err error, start time.Time) {
+	method := fullMethod[strings.LastIndexByte(fullMethod, '/')+1:]
+	m.rpc.WithLabelValues(method, status.Code(err).String()).Observe(time.Since(start).Seconds())
+}
+
+// stateCollector computes the allocation and prefix gauges from the core
+// on each scrape.
+type stateCollector struct{ a *ipam.Allocator }
+
+var (
+	allocationsDesc = prometheus.NewDesc("ipam_allocations", "Allocations held, by network instance.",
+		[]string{"network_instance"}, nil)
+	freeDesc = prometheus.NewDesc("ipam_prefix_free_addresses", "Free addresses of each prefix of a network instance's tree.",
+		[]string{"network_instance", "prefix", "kind", "name"}, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- allocationsDesc
+	ch <- freeDesc
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := map[string]int{}
+	for _, ni := range c.a.ListNetworkInstances(ipam.Filter{}) {
+		counts[ni.Key.Name] = 0
+	}
+	for _, r := range c.a.ListAllocations(ipam.Filter{}) {
+		counts[r.Result.NetworkInstance]++
+	}
+	for vrf, n := range counts {
+		ch <- prometheus.MustNewConstMetric(allocationsDesc, prometheus.GaugeValue, float64(n), vrf)
+		nodes, err := c.a.Tree(vrf)
+		if err != nil {
+			continue // deleted since the list
+		}
+		for _, n := range nodes {
+			ch <- prometheus.MustNewConstMetric(freeDesc, prometheus.GaugeValue, float64(n.Total-min(n.Used, n.Total)),
+				vrf, n.Prefix.String(), string(n.Kind), n.Name)
+		}
+	}
+}

@@ -1,0 +1,374 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/ipam"
+)
+
+// MaxRecvMsgSize is the largest request the server accepts (64 MiB): a
+// Sync of ipam.MaxSyncItems allocations fits with room to spare.
+const MaxRecvMsgSize = 64 << 20
+
+// DefaultShutdownTimeout bounds how long a graceful shutdown waits for
+// in-flight calls before cutting them off.
+const DefaultShutdownTimeout = 10 * time.Second
+
+// Config is everything ipam-server is told on its command line, plus hooks
+// for tests.
+type Config struct {
+	// Listen is the gRPC address (host:port).
+	Listen string
+	// DataDir is the directory of the file store.
+	DataDir string
+	// Store is the store kind: "file" (default), "etcd" or "memory"
+	// (nothing persists; for tests and throwaway demos).
+	Store string
+	// EtcdEndpoints and EtcdPrefix configure the etcd store.
+	EtcdEndpoints []string
+	EtcdPrefix    string
+	// TLSCert and TLSKey are PEM files of the server certificate; with
+	// ClientCA, clients must present a certificate signed by it (mTLS).
+	TLSCert, TLSKey, ClientCA string
+	// MetricsAddr serves Prometheus metrics on /metrics; empty: off.
+	MetricsAddr string
+	// LogFormat is "json" (default) or "text"; LogLevel is debug, info,
+	// warn or error (default info). Logs go to LogOutput (default stderr).
+	LogFormat string
+	LogLevel  string
+	LogOutput io.Writer
+	// Demo seeds the demo network instance when the state is empty.
+	Demo bool
+	// SnapshotEvery compacts the file store's log after that many records
+	// (0: the store's default).
+	SnapshotEvery int
+	// NoSync turns fsync off in the file store (benchmarks only: a crash
+	// may lose acknowledged changes).
+	NoSync bool
+	// ShutdownTimeout bounds the graceful shutdown; 0 means
+	// DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// WatchBuffer bounds each watcher's backlog; 0 means
+	// DefaultWatchBuffer.
+	WatchBuffer int
+
+	// Listener and MetricsListener, when set, are used instead of Listen
+	// and MetricsAddr (tests pass loopback listeners on port 0).
+	Listener        net.Listener
+	MetricsListener net.Listener
+	// Logger, when set, is used instead of one built from LogFormat.
+	Logger *slog.Logger
+}
+
+// Store is the durable state behind the allocator: a journal of committed
+// changes that can restore an allocator, compact itself into a snapshot,
+// and flush on close. The file store implements it; an etcd store is the
+// other planned implementation.
+type Store interface {
+	ipam.Journal
+	// Restore loads the stored state into a fresh allocator.
+	Restore(a *ipam.Allocator) error
+	// Snapshot compacts the stored log into a snapshot of a's state.
+	Snapshot(a *ipam.Allocator) error
+	// Close flushes pending records and closes the store.
+	Close() error
+}
+
+// memoryStore keeps nothing: every change is "durable" at once.
+type memoryStore struct{}
+
+func (memoryStore) Append([]ipam.Record) func() error { return nil }
+func (memoryStore) Restore(*ipam.Allocator) error     { return nil }
+func (memoryStore) Snapshot(*ipam.Allocator) error    { return nil }
+func (memoryStore) Close() error                      { return nil }
+
+// openStore opens the store cfg names.
+func openStore(cfg Config, log *slog.Logger) (Store, error) {
+	switch cfg.Store {
+	case "", "file":
+		return openFileStore(cfg, log)
+	case "memory":
+		return memoryStore{}, nil
+	case "etcd":
+		return nil, errors.New("store etcd: not available in this build yet")
+	}
+	return nil, fmt.Errorf("store %q: unknown (file, etcd or memory)", cfg.Store)
+}
+
+// NewLogger builds the server's logger from the log flags.
+func NewLogger(format, level string, w io.Writer) (*slog.Logger, error) {
+	if w == nil {
+		w = os.Stderr
+	}
+	var lv slog.Level
+	if level != "" {
+		if err := lv.UnmarshalText([]byte(level)); err != nil {
+			return nil, fmt.Errorf("log level %q: %w", level, err)
+		}
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "", "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: unknown (json or text)", format)
+}
+
+// serverTLS loads the server certificate and, with a client CA, requires
+// and verifies client certificates.
+func serverTLS(cfg Config) (*tls.Config, error) {
+	if cfg.TLSCert == "" && cfg.TLSKey == "" {
+		if cfg.ClientCA != "" {
+			return nil, errors.New("--client-ca needs --tls-cert and --tls-key")
+		}
+		return nil, nil
+	}
+	if cfg.TLSCert == "" || cfg.TLSKey == "" {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("server certificate: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if cfg.ClientCA != "" {
+		pem, err := os.ReadFile(cfg.ClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("client CA %s: no PEM certificate found", cfg.ClientCA)
+		}
+		tc.ClientCAs = pool
+		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
+}
+
+// Run serves the IPAM gRPC service until ctx is cancelled: it opens the
+// store, starts serving (Unavailable and health NOT_SERVING while the state
+// is restored), restores the state, seeds the demo if asked, reports
+// SERVING, and on cancellation stops accepting calls, lets in-flight calls
+// finish (up to the shutdown timeout) and closes the store.
+func Run(ctx context.Context, cfg Config) (err error) {
+	log := cfg.Logger
+	if log == nil {
+		if log, err = NewLogger(cfg.LogFormat, cfg.LogLevel, cfg.LogOutput); err != nil {
+			return err
+		}
+	}
+	tlsConf, err := serverTLS(cfg)
+	if err != nil {
+		return err
+	}
+	store, err := openStore(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := store.Close(); cerr != nil {
+			log.Error("closing the store", "err", cerr)
+			err = errors.Join(err, fmt.Errorf("closing the store: %w", cerr))
+		} else {
+			log.Info("store closed")
+		}
+	}()
+
+	hub := NewHub(store, cfg.WatchBuffer, log)
+	a := ipam.New(ipam.WithJournal(hub))
+	metrics := NewMetrics(a, hub)
+	svc := NewService(a, hub, metrics)
+
+	lis := cfg.Listener
+	if lis == nil {
+		if lis, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+	}
+	var ready atomic.Bool
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
+		grpc.ChainUnaryInterceptor(metrics.UnaryInterceptor, readyUnary(&ready), logUnary(log)),
+		grpc.ChainStreamInterceptor(metrics.StreamInterceptor, readyStream(&ready)),
+	}
+	if tlsConf != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
+	}
+	gs := grpc.NewServer(opts...)
+	ipamv1.RegisterIPAMServer(gs, svc)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	hs.SetServingStatus(ipamv1.IPAM_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- gs.Serve(lis) }()
+	log.Info("serving", "addr", lis.Addr().String(), "tls", tlsConf != nil, "mtls", cfg.ClientCA != "", "store", storeName(cfg))
+
+	var metricsSrv *http.Server
+	if cfg.MetricsAddr != "" || cfg.MetricsListener != nil {
+		ml := cfg.MetricsListener
+		if ml == nil {
+			if ml, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+				gs.Stop()
+				return fmt.Errorf("metrics listen: %w", err)
+			}
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", metrics.Handler())
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := metricsSrv.Serve(ml); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server", "err", err)
+			}
+		}()
+		log.Info("metrics", "addr", ml.Addr().String())
+	}
+
+	start := time.Now()
+	if err := store.Restore(a); err != nil {
+		gs.Stop()
+		return fmt.Errorf("restore: %w", err)
+	}
+	hub.Seed(a)
+	log.Info("restored", "network_instances", len(a.ListNetworkInstances(ipam.Filter{})), "duration", time.Since(start).String())
+	if cfg.Demo {
+		if err := seedDemo(a, log); err != nil {
+			gs.Stop()
+			return fmt.Errorf("demo: %w", err)
+		}
+	}
+	ready.Store(true)
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(ipamv1.IPAM_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	}
+
+	log.Info("shutting down")
+	hs.Shutdown()
+	hub.Close() // ends Watch streams, which would hold GracefulStop forever
+	timeout := cfg.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = DefaultShutdownTimeout
+	}
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(timeout):
+		log.Warn("in-flight calls did not finish in time; cutting them off", "timeout", timeout.String())
+		gs.Stop()
+		<-stopped
+	}
+	if metricsSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = metricsSrv.Shutdown(sctx)
+		cancel()
+	}
+	return nil
+}
+
+func storeName(cfg Config) string {
+	if cfg.Store == "" {
+		return "file"
+	}
+	return cfg.Store
+}
+
+// errNotReady answers IPAM calls while the state is being restored.
+var errNotReady = status.Error(codes.Unavailable, "ipam-server is restoring its state; retry shortly")
+
+func isIPAMMethod(fullMethod string) bool {
+	return strings.HasPrefix(fullMethod, "/"+ipamv1.IPAM_ServiceDesc.ServiceName+"/")
+}
+
+func readyUnary(ready *atomic.Bool) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if !ready.Load() && isIPAMMethod(info.FullMethod) {
+			return nil, errNotReady
+		}
+		return handler(ctx, req)
+	}
+}
+
+func readyStream(ready *atomic.Bool) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if !ready.Load() && isIPAMMethod(info.FullMethod) {
+			return errNotReady
+		}
+		return handler(srv, ss)
+	}
+}
+
+// logUnary logs failed calls: client errors at debug level, server-side
+// failures (Internal, Unavailable, Unknown) as errors.
+func logUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		resp, err := handler(ctx, req)
+		if err != nil {
+			st := status.Convert(err)
+			switch st.Code() {
+			case codes.Internal, codes.Unavailable, codes.Unknown, codes.DataLoss:
+				log.Error("call failed", "method", info.FullMethod, "code", st.Code().String(), "err", st.Message())
+			default:
+				log.Debug("call refused", "method", info.FullMethod, "code", st.Code().String(), "err", st.Message())
+			}
+		}
+		return resp, err
+	}
+}
+
+// seedDemo creates the demo network instance of the README when the state
+// is empty: vpc-1 with aggregate 10.0.0.0/8 and network net1 10.0.1.0/24
+// whose gateway is 10.0.1.1.
+func seedDemo(a *ipam.Allocator, log *slog.Logger) error {
+	if len(a.ListNetworkInstances(ipam.Filter{})) > 0 {
+		log.Info("demo: state not empty; not seeding")
+		return nil
+	}
+	key := func(name string) ipam.Key { return ipam.Key{Owner: "demo", Namespace: "default", Name: name} }
+	_, err := a.Sync(ipam.SyncRequest{
+		Owner:            "demo",
+		NetworkInstances: []ipam.NetworkInstance{{Key: key("vpc-1")}},
+		Prefixes: []ipam.Prefix{
+			{Key: key("aggregate0"), NetworkInstance: "vpc-1", Kind: ipam.KindAggregate, Prefix: netip.MustParsePrefix("10.0.0.0/8")},
+			{Key: key("net1-prefix1"), NetworkInstance: "vpc-1", Kind: ipam.KindNetwork, Prefix: netip.MustParsePrefix("10.0.1.1/24"),
+				Network: "net1", Labels: ipam.Labels{ipam.LabelGateway: "true"}},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("demo: seeded network instance vpc-1 (10.0.0.0/8, net1 10.0.1.0/24 gateway 10.0.1.1)")
+	return nil
+}
