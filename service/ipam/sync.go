@@ -124,6 +124,9 @@ func syncVRFs(os *ownerState, req SyncRequest) []string {
 
 func (t *tx) sync(os *ownerState, req SyncRequest) (SyncResult, error) {
 	res := SyncResult{Prefixes: make([]Result, len(req.Prefixes)), Allocations: make([]Result, len(req.Allocations))}
+	n := len(req.NetworkInstances) + len(req.Prefixes) + len(req.Ranges) + len(req.Allocations)
+	t.recs = make([]Record, 0, n)
+	t.undo = make([]func(), 0, 4*n)
 	var errs []error
 	// item runs one step; a failed step is undone on its own so the next
 	// steps see a consistent state, and its error is collected.
