@@ -80,6 +80,9 @@ type Config struct {
 	MetricsListener net.Listener
 	// Logger, when set, is used instead of one built from LogFormat.
 	Logger *slog.Logger
+	// UnaryInterceptors run innermost, right around the service's methods
+	// (authorization hooks; tests use one to hold a call in flight).
+	UnaryInterceptors []grpc.UnaryServerInterceptor
 }
 
 // Store is the durable state behind the allocator: a journal of committed
@@ -211,9 +214,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}
 	var ready atomic.Bool
+	unary := append([]grpc.UnaryServerInterceptor{metrics.UnaryInterceptor, readyUnary(&ready), logUnary(log)}, cfg.UnaryInterceptors...)
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
-		grpc.ChainUnaryInterceptor(metrics.UnaryInterceptor, readyUnary(&ready), logUnary(log)),
+		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(metrics.StreamInterceptor, readyStream(&ready)),
 	}
 	if tlsConf != nil {

@@ -32,7 +32,7 @@ func alloc1() *ipamv1.Allocation {
 // TestEveryRPC walks every unary RPC through a real server: create, get,
 // list, tree, allocate, release and delete of every kind.
 func TestEveryRPC(t *testing.T) {
-	c := startServer(t, server.Config{}).client(t)
+	c := startServer(t, server.Config{}).Client(t)
 	ctx := context.Background()
 	seed(t, c)
 
@@ -155,7 +155,7 @@ func TestEveryRPC(t *testing.T) {
 // TestErrorCodes checks every error code with its message and the
 // SyncFailure detail naming the object and field.
 func TestErrorCodes(t *testing.T) {
-	c := startServer(t, server.Config{}).client(t)
+	c := startServer(t, server.Config{}).Client(t)
 	ctx := context.Background()
 	seed(t, c)
 	_, err := c.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: alloc1()})
@@ -350,7 +350,7 @@ func TestErrorCodes(t *testing.T) {
 // TestSyncAllOrNothing sends a batch with one bad item through gRPC: it
 // fails with a SyncFailure naming exactly that item and changes nothing.
 func TestSyncAllOrNothing(t *testing.T) {
-	c := startServer(t, server.Config{}).client(t)
+	c := startServer(t, server.Config{}).Client(t)
 	ctx := context.Background()
 	seed(t, c)
 	listAll := func() string {
@@ -438,7 +438,7 @@ func TestSyncAllOrNothing(t *testing.T) {
 // TestHealthAndReflection checks the standard health service and server
 // reflection.
 func TestHealthAndReflection(t *testing.T) {
-	conn := startServer(t, server.Config{}).dial(t)
+	conn := startServer(t, server.Config{}).Dial(t)
 	ctx := context.Background()
 	for _, svc := range []string{"", "ipam.v1.IPAM"} {
 		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
@@ -465,7 +465,7 @@ func TestHealthAndReflection(t *testing.T) {
 
 // TestDemo seeds the demo network instance on an empty state.
 func TestDemo(t *testing.T) {
-	c := startServer(t, server.Config{Demo: true}).client(t)
+	c := startServer(t, server.Config{Demo: true}).Client(t)
 	ctx := context.Background()
 	resp, err := c.List(ctx, &ipamv1.ListRequest{Kind: prefixKind})
 	must(t, err)

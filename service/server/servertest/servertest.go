@@ -1,0 +1,127 @@
+// Package servertest runs a real ipam-server (server.Run) on a loopback
+// port for tests of the server and of its clients, and makes TLS
+// certificates for them.
+package servertest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/server"
+)
+
+// Server is a running server.Run on 127.0.0.1.
+type Server struct {
+	// Addr is the gRPC address (host:port).
+	Addr string
+	// MetricsAddr is the metrics address when Start was asked for one.
+	MetricsAddr string
+
+	cancel context.CancelFunc
+	done   chan error
+	err    error
+	ended  bool
+}
+
+// Start runs server.Run with cfg on a loopback port (an in-memory store
+// unless cfg names one; metrics on a loopback port too when metrics is
+// true) and stops it when the test ends, failing the test if Run failed.
+func Start(t testing.TB, cfg server.Config, metrics bool) *Server {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listener = lis
+	s := &Server{Addr: lis.Addr().String(), done: make(chan error, 1)}
+	if metrics {
+		ml, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.MetricsListener = ml
+		s.MetricsAddr = ml.Addr().String()
+	}
+	if cfg.Store == "" {
+		cfg.Store = "memory"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go func() { s.done <- server.Run(ctx, cfg) }()
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("server.Run: %v", err)
+		}
+	})
+	return s
+}
+
+// Stop cancels Run, waits for it to return and returns its error.
+func (s *Server) Stop() error {
+	s.cancel()
+	if s.ended {
+		return s.err
+	}
+	select {
+	case s.err = <-s.done:
+	case <-time.After(60 * time.Second):
+		s.err = errors.New("server did not stop within 60s")
+	}
+	s.ended = true
+	return s.err
+}
+
+// Dial connects to the server (plaintext unless opts say otherwise),
+// waits until its health service reports SERVING and closes the
+// connection when the test ends.
+func (s *Server) Dial(t testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	if len(opts) == 0 {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	conn, err := grpc.NewClient(s.Addr, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if err := WaitServing(conn, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// Client dials the server and returns an IPAM client.
+func (s *Server) Client(t testing.TB) ipamv1.IPAMClient {
+	t.Helper()
+	return ipamv1.NewIPAMClient(s.Dial(t))
+}
+
+// WaitServing polls the health service of conn until it reports SERVING.
+func WaitServing(conn *grpc.ClientConn, timeout time.Duration) error {
+	hc := healthpb.NewHealthClient(conn)
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+		cancel()
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.Join(errors.New("server not SERVING: "+resp.GetStatus().String()), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
