@@ -1,0 +1,78 @@
+// Package wal is a durable, append-only log of opaque records with group
+// commit and snapshots: the write-ahead log of the file store.
+//
+// A Log is opened on a data directory, replayed once, and then appended to:
+//
+//	l, err := wal.Open(dir, wal.Options{})
+//	err = l.Replay(loadState, applyRecord) // once, before the first Enqueue
+//	p := l.Enqueue(rec1, rec2)             // no I/O: may run under the caller's lock
+//	err = p.Wait()                         // nil: rec1 and rec2 are on disk
+//	err = l.Snapshot(seq, writeState)      // now and then, to bound the log
+//	err = l.Close()
+//
+// Each Enqueue call is one batch, numbered by a sequence number that starts
+// at 1 and grows by one per batch. A single writer goroutine writes every
+// batch queued so far with one write and one fsync (group commit), so
+// concurrent callers of Wait share fsyncs. A batch is atomic: after a crash
+// either all of its records are replayed or none. Once a write or fsync
+// fails the Log refuses every later batch (it fails closed).
+//
+// # Files
+//
+// A data directory holds:
+//
+//	LOCK                                flock(2)ed while a Log is open; holds the owner's PID
+//	00000000000000000001.wal            segments, named by the sequence number of their first batch
+//	snap-00000000000000000042.snap      snapshots, named by the sequence number of the last batch they include
+//	snap-00000000000000000042.snap.tmp  a snapshot being written; removed by Open
+//
+// Numbers in file names are decimal, zero-padded to 20 digits. Other files
+// are ignored.
+//
+// # Segments
+//
+// A segment is a sequence of frames, one per batch, in sequence order with
+// no gaps. Integers are little-endian:
+//
+//	frame   = magic:byte(0xA7) length:uint32 crc:uint32 body
+//	body    = seq:uint64 count:uint32 count*payload      (length bytes, at most 1 GiB)
+//	payload = len:uvarint bytes[len]
+//	crc     = CRC-32C (Castagnoli) of body
+//
+// A new segment is started, after the current one is fsynced, before a batch
+// that would take the current one past Options.SegmentBytes; a batch larger
+// than that fills a segment on its own. The new file's directory entry is
+// fsynced before any batch is written to it.
+//
+// # Snapshots
+//
+// A snapshot holds the caller's whole state after batch seq:
+//
+//	header  = "WALSNAP" version:byte(1) seq:uint64
+//	state   = the bytes written by the callback of Snapshot
+//	trailer = len(state):uint64 crc:uint32               (crc: CRC-32C of everything before it)
+//
+// It is written only once batch seq is durable, to a .tmp file that is
+// fsynced, renamed into place, and made durable by an fsync of the
+// directory. Only then are older snapshots and the segments holding only
+// batches up to seq deleted (compaction); until then the previous snapshot
+// and its segments remain a complete alternative.
+//
+// # Recovery
+//
+// Replay uses the newest snapshot whose header, length and checksum are
+// valid; an invalid one is logged and the next older one is tried. It then
+// replays, in order, every batch after the snapshot's seq. Segments whose
+// batches are all covered by the snapshot are not read. The segments must
+// continue each other: a segment whose name is not the seq of its first
+// batch, a gap between batches, or a log that starts after the snapshot is
+// an error wrapping ErrCorrupt.
+//
+// A frame that fails its checks (short header, bad magic, bad length, length
+// past the end of the file, checksum mismatch, malformed body) is a torn
+// write when it lies in the last segment and no valid frame with a higher
+// sequence number follows it: the segment is truncated at the frame's offset
+// and one warning is logged with the offset and the reason. Anywhere else it
+// is corruption: Replay fails with an error wrapping ErrCorrupt that names
+// the file and offset, and leaves the files as they are.
+package wal
