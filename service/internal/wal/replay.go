@@ -1,0 +1,260 @@
+package wal
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// Replay loads the newest valid snapshot, if any, through snapshot, and
+// then passes every payload of every batch written after it, in order, to
+// record; a payload is valid only during the call. A torn or corrupt frame
+// at the tail of the last segment is dropped: the file is truncated to the
+// last good frame and one warning is logged with the offset and the reason.
+// Damage anywhere else is an error wrapping ErrCorrupt; an error from a
+// callback is returned wrapped. Both callbacks must be non-nil.
+//
+// Replay must be called once, before the first Enqueue; Enqueue works only
+// after it succeeded.
+func (l *Log) Replay(snapshot func(r io.Reader) error, record func(payload []byte) error) error {
+	l.snapMu.Lock()
+	defer l.snapMu.Unlock()
+	l.mu.Lock()
+	switch {
+	case l.closed:
+		l.mu.Unlock()
+		return ErrClosed
+	case l.replayed:
+		l.mu.Unlock()
+		return errors.New("wal: Replay called twice")
+	}
+	l.replayed = true
+	l.mu.Unlock()
+
+	segs, snaps, err := l.list()
+	if err != nil {
+		return err
+	}
+	snapSeq, err := l.loadSnapshot(snaps, snapshot)
+	if err != nil {
+		return err
+	}
+
+	// Skip the segments whose batches the snapshot covers: compaction may
+	// have been interrupted before it deleted them.
+	live := segs
+	for len(live) > 1 && live[1] <= snapSeq+1 {
+		live = live[1:]
+	}
+	if len(live) > 0 && live[0] > snapSeq+1 {
+		return fmt.Errorf("%w: the log starts at batch %d but the newest valid snapshot ends at batch %d", ErrCorrupt, live[0], snapSeq)
+	}
+	r := replayer{log: l, snapSeq: snapSeq, record: record, next: snapSeq + 1}
+	if len(live) > 0 {
+		r.next = live[0]
+	}
+	for i, first := range live {
+		name := segName(first)
+		if first != r.next {
+			return fmt.Errorf("%w: segment %s starts at batch %d, want %d", ErrCorrupt, name, first, r.next)
+		}
+		if err := r.segment(filepath.Join(l.dir, name), i == len(live)-1); err != nil {
+			return err
+		}
+	}
+
+	last := max(snapSeq, r.next-1)
+	if len(live) == 0 || r.next-1 < snapSeq {
+		// No segment holds the batches after the snapshot: start one.
+		f, err := os.OpenFile(filepath.Join(l.dir, segName(last+1)), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o640)
+		if err != nil {
+			return fmt.Errorf("wal: %w", err)
+		}
+		if err := l.syncDir(l.dir); err != nil {
+			f.Close()
+			return err
+		}
+		l.f, l.segSize = f, 0
+		segs = append(segs, last+1)
+	} else {
+		f, err := os.OpenFile(filepath.Join(l.dir, segName(live[len(live)-1])), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return fmt.Errorf("wal: %w", err)
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("wal: %w", err)
+		}
+		l.f, l.segSize = f, fi.Size()
+	}
+	l.segs = segs // written before the writer starts
+	l.snapSeq = snapSeq
+	l.log.Debug("wal: replayed", "dir", l.dir, "snapshot", snapSeq, "batches", r.batches, "last", last)
+
+	l.mu.Lock()
+	l.seq = last
+	l.cur = &group{done: make(chan struct{})}
+	l.ready = true
+	l.mu.Unlock()
+	go l.run()
+	return nil
+}
+
+// list returns the first seqs of the segments and the seqs of the snapshots
+// in the directory, ascending.
+func (l *Log) list() (segs, snaps []uint64, err error) {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("wal: %w", err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if seq, ok := parseSeqName(e.Name(), "", segSuffix); ok {
+			segs = append(segs, seq)
+		} else if seq, ok := parseSeqName(e.Name(), snapPrefix, snapSuffix); ok {
+			snaps = append(snaps, seq)
+		}
+	}
+	slices.Sort(segs) // ReadDir sorts by name, and names sort as numbers; be explicit
+	slices.Sort(snaps)
+	return segs, snaps, nil
+}
+
+// replayer reads segments in order and hands their payloads to record.
+type replayer struct {
+	log      *Log
+	snapSeq  uint64 // batches up to this one are in the snapshot
+	record   func([]byte) error
+	next     uint64 // seq the next frame must have
+	batches  int
+	body     []byte
+	payloads [][]byte
+}
+
+// segment replays the segment at path. In the last segment a bad frame with
+// no valid frame after it is a torn tail and is truncated away.
+func (r *replayer) segment(path string, last bool) error {
+	flag := os.O_RDONLY
+	if last {
+		flag = os.O_RDWR
+	}
+	f, err := os.OpenFile(path, flag, 0)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	size := fi.Size()
+	br := bufio.NewReaderSize(f, int(min(max(size, 16), 1<<20)))
+
+	var off int64 // of the frame being read
+	var reason string
+	var hdr [prefixSize]byte
+	for off < size {
+		if size-off < prefixSize {
+			reason = fmt.Sprintf("short frame header: %d bytes left", size-off)
+			break
+		}
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return fmt.Errorf("wal: reading %s: %w", path, err)
+		}
+		h, err := parseHeader(hdr[:])
+		if err != nil {
+			reason = err.Error()
+			break
+		}
+		if int64(h.length) > size-off-prefixSize {
+			reason = fmt.Sprintf("frame of %d bytes ends past the end of the file, %d bytes left", h.length, size-off-prefixSize)
+			break
+		}
+		r.body = slices.Grow(r.body[:0], int(h.length))[:h.length]
+		if _, err := io.ReadFull(br, r.body); err != nil {
+			return fmt.Errorf("wal: reading %s: %w", path, err)
+		}
+		if crc32.Checksum(r.body, castagnoli) != h.crc {
+			reason = "checksum mismatch"
+			break
+		}
+		seq, payloads, err := parseBody(r.body, r.payloads[:0])
+		r.payloads = payloads[:0]
+		if err != nil {
+			reason = err.Error()
+			break
+		}
+		if seq != r.next {
+			return fmt.Errorf("%w: %s at offset %d: batch %d, want %d", ErrCorrupt, path, off, seq, r.next)
+		}
+		if seq > r.snapSeq {
+			for _, p := range payloads {
+				if err := r.record(p); err != nil {
+					return fmt.Errorf("wal: replaying batch %d: %w", seq, err)
+				}
+			}
+			r.batches++
+		}
+		r.next++
+		off += prefixSize + int64(h.length)
+	}
+	if reason == "" {
+		return nil
+	}
+	if !last {
+		return fmt.Errorf("%w: %s at offset %d: %s (not the last segment)", ErrCorrupt, path, off, reason)
+	}
+	at, seq, err := findFrame(f, off, size, r.next-1)
+	if err != nil {
+		return fmt.Errorf("wal: reading %s: %w", path, err)
+	}
+	if at >= 0 {
+		return fmt.Errorf("%w: %s at offset %d: %s, but a valid frame of batch %d follows at offset %d", ErrCorrupt, path, off, reason, seq, at)
+	}
+	if err := f.Truncate(off); err != nil {
+		return fmt.Errorf("wal: truncating torn tail of %s: %w", path, err)
+	}
+	if err := r.log.fsync(f); err != nil {
+		return fmt.Errorf("wal: truncating torn tail of %s: %w", path, err)
+	}
+	r.log.log.Warn("wal: dropped torn tail of the last segment", "file", path, "offset", off, "reason", reason, "dropped_bytes", size-off)
+	return nil
+}
+
+// findFrame looks in f, after offset off, for a valid frame of a batch after
+// batch after. It returns its offset and seq, or -1.
+func findFrame(f *os.File, off, size int64, after uint64) (int64, uint64, error) {
+	data := make([]byte, size-off)
+	if _, err := f.ReadAt(data, off); err != nil {
+		return -1, 0, err
+	}
+	for p := 1; ; p++ {
+		i := bytes.IndexByte(data[p:], frameMagic)
+		if i < 0 {
+			return -1, 0, nil
+		}
+		p += i
+		if len(data)-p < prefixSize+bodyHeader {
+			return -1, 0, nil
+		}
+		h, err := parseHeader(data[p:])
+		if err != nil || int64(h.length) > int64(len(data)-p-prefixSize) {
+			continue
+		}
+		body := data[p+prefixSize : p+prefixSize+int(h.length)]
+		seq := binary.LittleEndian.Uint64(body)
+		if seq > after && crc32.Checksum(body, castagnoli) == h.crc {
+			return off + int64(p), seq, nil
+		}
+	}
+}

@@ -1,0 +1,416 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// Errors returned by the Log; they are wrapped, so test with errors.Is.
+var (
+	// ErrClosed: the Log was closed.
+	ErrClosed = errors.New("wal: log closed")
+	// ErrLocked: another Log, in this or another process, has the data
+	// directory open.
+	ErrLocked = errors.New("wal: data directory in use")
+	// ErrCorrupt: the files on disk are damaged somewhere other than a torn
+	// tail of the last segment, so replaying them would lose records.
+	ErrCorrupt = errors.New("wal: corrupt log")
+	// ErrTooLarge: the encoded batch exceeds the 1 GiB frame limit.
+	ErrTooLarge = errors.New("wal: batch too large")
+)
+
+// DefaultSegmentBytes is the segment size used when Options.SegmentBytes
+// is 0.
+const DefaultSegmentBytes = 64 << 20
+
+// Options configure a Log.
+type Options struct {
+	// Logger receives warnings about torn tails, skipped snapshots and
+	// write failures; nil means slog.Default().
+	Logger *slog.Logger
+	// NoSync skips every fsync. Only for tests and benchmarks of the
+	// in-memory part: a crash may lose acknowledged batches.
+	NoSync bool
+	// SegmentBytes is the size after which the log continues in a new
+	// segment file; 0 means DefaultSegmentBytes.
+	SegmentBytes int64
+}
+
+// Log is an open write-ahead log in a data directory. Its methods are safe
+// for concurrent use, except that Replay must complete before the first
+// Enqueue.
+type Log struct {
+	dir      string
+	log      *slog.Logger
+	noSync   bool
+	segBytes int64
+	lock     *os.File
+	syncFile func(*os.File) error // f.Sync; replaced by tests to inject failures
+
+	mu       sync.Mutex
+	cur      *group // the batches enqueued since the writer last took a group
+	seq      uint64 // the last enqueued batch
+	replayed bool   // Replay was called
+	ready    bool   // Replay succeeded and the writer runs
+	closed   bool
+	err      error // the first write or fsync failure: the Log is failed
+
+	kick    chan struct{} // wakes the writer; capacity 1
+	stopped chan struct{} // closed when the writer has returned
+
+	// Owned by the writer goroutine (by Replay before it starts).
+	f         *os.File // the active (last) segment, open for appending
+	segSize   int64
+	spareBuf  []byte
+	spareEnds []int
+
+	segMu sync.Mutex
+	segs  []uint64 // first seqs of the segment files, ascending; the last is active
+
+	snapMu  sync.Mutex // serializes Replay, Snapshot and Close
+	snapSeq uint64     // seq of the newest snapshot
+
+	stats struct{ batches, commits, fsyncs, bytes atomic.Uint64 }
+}
+
+// Open opens the log in dir, creating the directory if needed, and takes an
+// exclusive lock on dir/LOCK; it fails with ErrLocked while another Log has
+// dir open. The log must then be replayed before it is appended to.
+func Open(dir string, opts Options) (*Log, error) {
+	l := &Log{
+		dir:      dir,
+		log:      opts.Logger,
+		noSync:   opts.NoSync,
+		segBytes: opts.SegmentBytes,
+		syncFile: (*os.File).Sync,
+		kick:     make(chan struct{}, 1),
+		stopped:  make(chan struct{}),
+	}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	if l.segBytes <= 0 {
+		l.segBytes = DefaultSegmentBytes
+	}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("wal: %w", err)
+		}
+		if err := l.syncDir(filepath.Dir(dir)); err != nil {
+			return nil, err
+		}
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	if err := lockFile(lock); err != nil {
+		lock.Close()
+		if errors.Is(err, ErrLocked) {
+			return nil, fmt.Errorf("%w: %s is locked by another process (see the PID in it); two servers cannot share a data directory", ErrLocked, lock.Name())
+		}
+		return nil, fmt.Errorf("wal: locking %s: %w", lock.Name(), err)
+	}
+	if err := lock.Truncate(0); err == nil {
+		lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0) // informational only
+	}
+	l.lock = lock
+	if err := l.removeTemps(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// removeTemps deletes the snapshot files left behind by interrupted
+// Snapshot calls.
+func (l *Log) removeTemps() error {
+	temps, err := filepath.Glob(filepath.Join(l.dir, snapPrefix+"*"+snapSuffix+tmpSuffix))
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	for _, t := range temps {
+		if err := os.Remove(t); err != nil {
+			return fmt.Errorf("wal: %w", err)
+		}
+	}
+	return nil
+}
+
+// group is the unit of group commit: the frames enqueued between two turns
+// of the writer, and the outcome their Pendings wait for.
+type group struct {
+	buf   []byte // concatenated frames
+	ends  []int  // end offset in buf of each batch's frame
+	first uint64 // seq of the first batch
+
+	done chan struct{} // closed once the group is durable or failed
+	err  error         // set before done is closed
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// failed returns a Pending whose Wait returns err.
+func failed(err error) *Pending { return &Pending{g: &group{done: closedChan, err: err}} }
+
+// Pending is the outcome of one Enqueue call.
+type Pending struct {
+	g   *group
+	seq uint64
+}
+
+// Wait blocks until every batch enqueued up to and including this call is
+// written and fsynced, and returns nil, or returns the error that keeps them
+// from ever being so.
+func (p *Pending) Wait() error {
+	<-p.g.done
+	return p.g.err
+}
+
+// Seq is the sequence number of the batch, or of the last batch before it
+// when the call enqueued no payloads; 0 when Enqueue failed.
+func (p *Pending) Seq() uint64 { return p.seq }
+
+// Enqueue appends payloads, as one batch, to the queue of the writer and
+// returns at once without I/O, so the caller may hold its own locks.
+// Batches reach the disk in call order, and the payloads of one call are
+// atomic: after a crash all of them are replayed or none. The payloads are
+// copied; the caller may reuse them when Enqueue returns. Enqueue with no
+// payloads adds no batch: its Wait waits for the batches before it.
+//
+// Enqueue fails (its Pending's Wait returns the error) before a successful
+// Replay, after Close, and after any write or fsync failure.
+func (l *Log) Enqueue(payloads ...[]byte) *Pending {
+	size := bodySize(payloads)
+	if size > maxBody {
+		return failed(fmt.Errorf("%w: %d bytes", ErrTooLarge, size))
+	}
+	l.mu.Lock()
+	if err := l.usable(); err != nil {
+		l.mu.Unlock()
+		return failed(err)
+	}
+	g := l.cur
+	if len(payloads) > 0 {
+		l.seq++
+		if len(g.ends) == 0 {
+			g.first = l.seq
+		}
+		g.buf = appendFrame(g.buf, l.seq, size, payloads)
+		g.ends = append(g.ends, len(g.buf))
+	}
+	p := &Pending{g: g, seq: l.seq}
+	l.mu.Unlock()
+	l.wake()
+	return p
+}
+
+// usable reports why batches cannot be enqueued; l.mu is held.
+func (l *Log) usable() error {
+	switch {
+	case l.closed:
+		return ErrClosed
+	case l.err != nil:
+		return l.err
+	case !l.ready:
+		return errors.New("wal: Enqueue before a successful Replay")
+	}
+	return nil
+}
+
+func (l *Log) wake() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Seq returns the sequence number of the last enqueued batch (after Replay:
+// of the last replayed one; 0 for an empty log).
+func (l *Log) Seq() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seq
+}
+
+// Stats are cumulative counters of the writer since Open.
+type Stats struct {
+	Batches uint64 // batches written
+	Commits uint64 // group commits: turns of the writer that wrote batches
+	Fsyncs  uint64 // fsyncs of segment files (0 with NoSync)
+	Bytes   uint64 // bytes written to segment files
+}
+
+// Stats returns the writer's counters.
+func (l *Log) Stats() Stats {
+	return Stats{
+		Batches: l.stats.batches.Load(),
+		Commits: l.stats.commits.Load(),
+		Fsyncs:  l.stats.fsyncs.Load(),
+		Bytes:   l.stats.bytes.Load(),
+	}
+}
+
+// Close writes and fsyncs every batch enqueued so far, stops the writer and
+// releases the directory lock. It returns the error that failed the Log, if
+// any. Enqueue after Close fails with ErrClosed.
+func (l *Log) Close() error {
+	l.snapMu.Lock()
+	defer l.snapMu.Unlock()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closed = true
+	running := l.ready
+	l.mu.Unlock()
+
+	var err error
+	if running {
+		l.wake()
+		<-l.stopped
+		l.mu.Lock()
+		err = l.err
+		l.mu.Unlock()
+		if cerr := l.f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("wal: %w", cerr)
+		}
+	}
+	if cerr := l.lock.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("wal: %w", cerr)
+	}
+	return err
+}
+
+// run is the writer: each turn it takes every batch enqueued so far, writes
+// them with one write and one fsync (more only across a segment roll), and
+// releases their Waits.
+func (l *Log) run() {
+	defer close(l.stopped)
+	for {
+		<-l.kick
+		next := &group{buf: l.spareBuf, ends: l.spareEnds, done: make(chan struct{})}
+		l.mu.Lock()
+		g := l.cur
+		l.cur = next
+		final := l.closed // no batch can follow g
+		err := l.err
+		l.mu.Unlock()
+
+		if err == nil && len(g.ends) > 0 {
+			if err = l.commit(g); err != nil {
+				err = fmt.Errorf("wal: writing batches %d..%d: %w (the log accepts no more batches)", g.first, g.first+uint64(len(g.ends))-1, err)
+				l.log.Error("wal: write failed, log is now failed", "dir", l.dir, "err", err)
+				l.mu.Lock()
+				l.err = err
+				l.mu.Unlock()
+			}
+		}
+		if cap(g.buf) <= 4<<20 { // keep a moderate buffer for the next group
+			l.spareBuf, l.spareEnds = g.buf[:0], g.ends[:0]
+		} else {
+			l.spareBuf, l.spareEnds = nil, nil
+		}
+		g.buf, g.ends = nil, nil
+		g.err = err
+		close(g.done)
+		if final {
+			return
+		}
+	}
+}
+
+// commit writes the frames of g to the active segment, rolling to a new
+// segment before a batch that does not fit, and fsyncs.
+func (l *Log) commit(g *group) error {
+	start, prev := 0, 0 // g.buf[start:prev] is accepted but not yet written
+	for i, end := range g.ends {
+		pending := int64(prev - start)
+		if l.segSize+pending > 0 && l.segSize+int64(end-start) > l.segBytes {
+			if err := l.write(g.buf[start:prev]); err != nil {
+				return err
+			}
+			if err := l.roll(g.first + uint64(i)); err != nil {
+				return err
+			}
+			start = prev
+		}
+		prev = end
+	}
+	if err := l.write(g.buf[start:prev]); err != nil {
+		return err
+	}
+	if err := l.fsync(l.f); err != nil {
+		return err
+	}
+	l.stats.batches.Add(uint64(len(g.ends)))
+	l.stats.commits.Add(1)
+	return nil
+}
+
+func (l *Log) write(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	n, err := l.f.Write(b)
+	l.segSize += int64(n)
+	l.stats.bytes.Add(uint64(n))
+	return err
+}
+
+func (l *Log) fsync(f *os.File) error {
+	if l.noSync {
+		return nil
+	}
+	l.stats.fsyncs.Add(1)
+	return l.syncFile(f)
+}
+
+// roll fsyncs and closes the active segment and makes a new, empty segment,
+// for the batches from first on, the active one.
+func (l *Log) roll(first uint64) error {
+	if err := l.fsync(l.f); err != nil {
+		return err
+	}
+	if err := l.f.Close(); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(l.dir, segName(first)), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o640)
+	if err != nil {
+		return err
+	}
+	l.f, l.segSize = f, 0
+	if err := l.syncDir(l.dir); err != nil {
+		return err
+	}
+	l.segMu.Lock()
+	l.segs = append(l.segs, first)
+	l.segMu.Unlock()
+	return nil
+}
+
+// syncDir makes the directory entries of dir durable.
+func (l *Log) syncDir(dir string) error {
+	if l.noSync {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("wal: fsync of directory %s: %w", dir, err)
+	}
+	return nil
+}
