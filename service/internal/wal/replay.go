@@ -54,6 +54,9 @@ func (l *Log) Replay(snapshot func(r io.Reader) error, record func(payload []byt
 		live = live[1:]
 	}
 	if len(live) > 0 && live[0] > snapSeq+1 {
+		if snapSeq == 0 {
+			return fmt.Errorf("%w: the log starts at batch %d and no valid snapshot holds the batches before it", ErrCorrupt, live[0])
+		}
 		return fmt.Errorf("%w: the log starts at batch %d but the newest valid snapshot ends at batch %d", ErrCorrupt, live[0], snapSeq)
 	}
 	r := replayer{log: l, snapSeq: snapSeq, record: record, next: snapSeq + 1}
