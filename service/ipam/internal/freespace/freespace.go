@@ -55,21 +55,15 @@ import (
 type u128 struct{ hi, lo uint64 }
 
 // bit returns bit i of a, counted from the most significant bit (0..127).
+// Shifts by 64 or more give 0, so exactly one word contributes.
 func (a u128) bit(i int) int {
-	if i < 64 {
-		return int(a.hi>>(63-i)) & 1
-	}
-	return int(a.lo>>(127-i)) & 1
+	return int((a.hi<<uint(i) | a.lo<<uint(i-64)) >> 63)
 }
 
 // set returns a with bit i (from the most significant end) set.
 func (a u128) set(i int) u128 {
-	if i < 64 {
-		a.hi |= 1 << (63 - i)
-	} else {
-		a.lo |= 1 << (127 - i)
-	}
-	return a
+	const msb = 1 << 63
+	return u128{a.hi | msb>>uint(i), a.lo | msb>>uint(i-64)}
 }
 
 // hostZero reports whether the bits of a after the first n are all zero.
@@ -152,6 +146,7 @@ type Space struct {
 	spare  ref // recycled nodes, linked through kid[0]; 0 ends the list
 	nfree  u128
 	blocks int
+	path   [maxDepth]ref // scratch: the nodes above the block being changed
 }
 
 // New returns the free space of root, with all of root free. It panics if
@@ -199,7 +194,7 @@ func (s *Space) Take(p netip.Prefix) bool {
 	if !ok {
 		return false
 	}
-	var path [maxDepth]ref
+	path := &s.path
 	n, d, cur := 0, s.rbits, s.top
 	for ; d < l; d++ {
 		if cur == used {
@@ -244,7 +239,7 @@ func (s *Space) Release(p netip.Prefix) bool {
 	if !ok {
 		return false
 	}
-	var path [maxDepth]ref
+	path := &s.path
 	n, d, cur := 0, s.rbits, s.top
 	for ; d < l; d++ {
 		if cur == free {
@@ -362,15 +357,17 @@ func (s *Space) walk(r ref, a u128, d int, fn func(netip.Prefix) bool) bool {
 func (s *Space) chain(a u128, d, l int, leaf ref, lm lenset, other ref) (ref, lenset) {
 	below, m := leaf, lm
 	for k := l - 1; k >= d; k-- {
-		r := s.alloc()
-		nd := &s.nodes[r]
-		b := a.bit(k)
-		nd.kid[b], nd.m[b] = below, m
-		nd.kid[1-b], nd.m[1-b] = other, lenset{}
+		var om lenset // free lengths of the other half
 		if other == free {
-			nd.m[1-b] = one(k + 1)
+			om = one(k + 1)
 		}
-		below, m = r, nd.m[0].or(nd.m[1])
+		r := s.alloc()
+		if a.bit(k) == 0 {
+			s.nodes[r] = node{kid: [2]ref{below, other}, m: [2]lenset{m, om}}
+		} else {
+			s.nodes[r] = node{kid: [2]ref{other, below}, m: [2]lenset{om, m}}
+		}
+		below, m = r, m.or(om)
 	}
 	return below, m
 }
