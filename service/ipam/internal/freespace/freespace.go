@@ -29,9 +29,19 @@
 // L - Root().Bits() steps. Take and Release walk from the top to p, split a
 // leaf into a chain of nodes if p is inside a larger block, or merge p with
 // its buddy and further up if they now agree, and refresh the masks on the
-// path back up (stopping as soon as a mask does not change). All operations
-// take O(p.Bits() - Root().Bits()) steps, at most 128, independent of the
-// number of children.
+// path back up (stopping as soon as a mask does not change). Take, Release
+// and IsFree of p take one step down (and at most one back up) per bit by
+// which p is longer than the root, and BestFit(bits) one step per bit by
+// which bits is longer than the root: never more than 128, however many
+// children there are. Ascend visits each node once.
+//
+// This replaces the textbook layout of one ordered set of block addresses
+// per prefix length: there, finding the free block that holds p costs a
+// membership lookup per candidate length (up to 128 per Take), every split
+// or merge touches several sets, and visiting the blocks in address order
+// needs a merge across lengths. The trie answers all of these with one walk
+// along a single path, hashes nothing, and keeps address order by
+// construction.
 //
 // Addresses are handled inside as 128-bit values (two uint64 words) with
 // IPv4 addresses in the top 32 bits, so that bit i of an address, counted
