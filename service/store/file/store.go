@@ -1,0 +1,270 @@
+package file
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nephio-project/ipam/service/internal/wal"
+	"github.com/nephio-project/ipam/service/ipam"
+)
+
+// Options configure a Store.
+type Options struct {
+	// Logger receives recovery and snapshot messages; nil means slog.Default().
+	Logger *slog.Logger
+	// NoSync skips fsync: changes survive a crash of the process but not of
+	// the machine. Only for benchmarks of the in-memory part.
+	NoSync bool
+	// SnapshotEvery takes a snapshot (and compacts the log) in the
+	// background after this many records; 0 means DefaultSnapshotEvery and
+	// a negative value never snapshots automatically.
+	SnapshotEvery int
+}
+
+// DefaultSnapshotEvery is the number of records between automatic snapshots
+// when Options.SnapshotEvery is 0.
+const DefaultSnapshotEvery = 100_000
+
+// restoreChunk is the number of records given to one Allocator.Apply call.
+const restoreChunk = 16 << 10
+
+// ErrClosed is returned by the methods of a closed Store.
+var ErrClosed = errors.New("file store: closed")
+
+// Store is the durable journal of an ipam.Allocator in one directory. It is
+// safe for concurrent use.
+type Store struct {
+	dir   string
+	log   *wal.Log
+	lg    *slog.Logger
+	every int64
+
+	snapMu sync.Mutex // one snapshot at a time
+
+	mu     sync.Mutex // guards alloc and closed; never held while waiting
+	alloc  *ipam.Allocator
+	closed bool
+	bg     sync.WaitGroup // background snapshots
+
+	since    atomic.Int64 // records appended since the state of the last snapshot
+	snapping atomic.Bool  // a background snapshot is running
+}
+
+var _ ipam.Journal = (*Store)(nil)
+
+// Open opens (creating if needed) the store in dir. Call Restore next, even
+// for an empty directory, before the allocator mutates anything.
+func Open(dir string, opts Options) (*Store, error) {
+	lg := opts.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	lg = lg.With("store", "file")
+	every := int64(opts.SnapshotEvery)
+	if every == 0 {
+		every = DefaultSnapshotEvery
+	}
+	l, err := wal.Open(dir, wal.Options{Logger: lg, NoSync: opts.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("file store %s: %w", dir, err)
+	}
+	return &Store{dir: dir, log: l, lg: lg, every: every}, nil
+}
+
+// Restore loads the newest snapshot and the log after it into a, which
+// must be fresh (empty), and remembers a for automatic snapshots. It returns
+// an error when a record does not decode or does not apply: the store then
+// holds something this version cannot read, and serving from a partial state
+// would hand out taken addresses.
+func (s *Store) Restore(a *ipam.Allocator) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	start := time.Now()
+
+	// Decoding (here) and applying (in a second goroutine) overlap.
+	chunks := make(chan []ipam.Record, 2)
+	stop := make(chan struct{})
+	applied := make(chan error, 1)
+	go func() {
+		var err error
+		for c := range chunks {
+			if err != nil {
+				continue
+			}
+			if err = a.Apply(c); err != nil {
+				close(stop)
+			}
+		}
+		applied <- err
+	}()
+	errStopped := errors.New("apply failed")
+	emit := func(c []ipam.Record) error {
+		select {
+		case chunks <- c:
+			return nil
+		case <-stop:
+			return errStopped
+		}
+	}
+
+	var d decoder
+	var snapRecs, logRecs int
+	pending := make([]ipam.Record, 0, restoreChunk)
+	err := s.log.Replay(func(r io.Reader) error {
+		return readSnapshot(r, &d, restoreChunk, func(c []ipam.Record) error {
+			snapRecs += len(c)
+			return emit(c)
+		})
+	}, func(b []byte) error {
+		rec, err := d.record(b)
+		if err != nil {
+			return fmt.Errorf("log record %d: %w", logRecs, err)
+		}
+		logRecs++
+		pending = append(pending, rec)
+		if len(pending) == restoreChunk {
+			err = emit(pending)
+			pending = make([]ipam.Record, 0, restoreChunk)
+		}
+		return err
+	})
+	if err == nil && len(pending) > 0 {
+		err = emit(pending)
+	}
+	close(chunks)
+	aerr := <-applied
+	if aerr != nil {
+		return fmt.Errorf("file store %s: restore: %w", s.dir, aerr)
+	}
+	if err != nil {
+		return fmt.Errorf("file store %s: restore: %w", s.dir, err)
+	}
+	s.lg.Info("restored", "dir", s.dir, "snapshotRecords", snapRecs, "logRecords", logRecs, "seq", s.log.Seq(),
+		"duration", time.Since(start).Round(time.Millisecond))
+
+	s.mu.Lock()
+	s.alloc = a
+	s.mu.Unlock()
+	if s.since.Add(int64(logRecs)) >= s.every && s.every > 0 {
+		s.snapshotInBackground()
+	}
+	return nil
+}
+
+// Append encodes recs and queues them to the log as one batch, atomic on
+// disk: after a crash either all of recs are restored or none. It does no
+// I/O; the returned function blocks until the batch is durable (one fsync
+// shared with every batch queued meanwhile) and reports a write failure.
+// Append implements ipam.Journal.
+func (s *Store) Append(recs []ipam.Record) func() error {
+	if len(recs) == 0 {
+		return func() error { return nil }
+	}
+	buf := make([]byte, 0, 96*len(recs))
+	ends := make([]int, len(recs))
+	for i := range recs {
+		buf = appendRecord(buf, &recs[i])
+		ends[i] = len(buf)
+	}
+	payloads := make([][]byte, len(recs))
+	start := 0
+	for i, end := range ends {
+		payloads[i] = buf[start:end:end]
+		start = end
+	}
+	p := s.log.Enqueue(payloads...)
+	if n := s.since.Add(int64(len(recs))); s.every > 0 && n >= s.every {
+		s.snapshotInBackground()
+	}
+	return p.Wait
+}
+
+// snapshotInBackground starts a snapshot of the bound allocator unless one
+// is running, the store is closed or no allocator is bound yet.
+func (s *Store) snapshotInBackground() {
+	if !s.snapping.CompareAndSwap(false, true) {
+		return
+	}
+	s.mu.Lock()
+	a := s.alloc
+	if s.closed || a == nil {
+		s.mu.Unlock()
+		s.snapping.Store(false)
+		return
+	}
+	s.bg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.bg.Done()
+		defer s.snapping.Store(false)
+		if err := s.snapshot(a); err != nil {
+			s.lg.Error("automatic snapshot failed", "dir", s.dir, "err", err)
+		}
+	}()
+}
+
+// Snapshot writes the current state of a as a snapshot and lets the log
+// drop what it covers. Mutations are paused only while a's state is copied
+// (not while it is written). It also remembers a for automatic snapshots.
+func (s *Store) Snapshot(a *ipam.Allocator) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.alloc == nil {
+		s.alloc = a
+	}
+	s.mu.Unlock()
+	return s.snapshot(a)
+}
+
+func (s *Store) snapshot(a *ipam.Allocator) error {
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	start := time.Now()
+	var seq uint64
+	var since int64
+	recs := a.Snapshot(func() {
+		// Nothing is being journaled: every appended record is queued, and
+		// seq is the last of them.
+		seq = s.log.Seq()
+		since = s.since.Swap(0)
+	})
+	frozen := time.Since(start)
+	if err := s.log.Snapshot(seq, func(w io.Writer) error { return writeSnapshot(w, recs) }); err != nil {
+		s.since.Add(since) // still not covered by a snapshot
+		return fmt.Errorf("file store %s: snapshot at %d: %w", s.dir, seq, err)
+	}
+	s.lg.Info("snapshot written", "dir", s.dir, "seq", seq, "records", len(recs),
+		"frozen", frozen.Round(time.Microsecond), "duration", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (s *Store) check() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Close waits for a running snapshot and closes the log. Changes appended
+// before Close and not yet waited for are flushed by the log's Close.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.bg.Wait()
+	return s.log.Close()
+}
