@@ -17,7 +17,7 @@ var (
 )
 
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
-func ip(s string) netip.Addr     { return netip.MustParseAddr(s) }
+func ip(s string) netip.Addr    { return netip.MustParseAddr(s) }
 
 // codecCases covers every Op and every field of every object.
 func codecCases() []struct {
@@ -243,7 +243,9 @@ func (g *gen) int() int {
 	return int(v)
 }
 
-func (g *gen) key() ipam.Key { return ipam.Key{Owner: g.string(), Namespace: g.string(), Name: g.string()} }
+func (g *gen) key() ipam.Key {
+	return ipam.Key{Owner: g.string(), Namespace: g.string(), Name: g.string()}
+}
 
 func (g *gen) addr() netip.Addr {
 	var b [16]byte
