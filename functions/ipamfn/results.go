@@ -1,0 +1,140 @@
+package ipamfn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+)
+
+// Annotations that say where an item came from: kpt sets both, the
+// legacy one for older functions.
+const (
+	annotationPath        = "internal.config.kubernetes.io/path"
+	annotationPathLegacy  = "config.kubernetes.io/path"
+	annotationIndex       = "internal.config.kubernetes.io/index"
+	annotationIndexLegacy = "config.kubernetes.io/index"
+)
+
+// pathOf is the file it came from, relative to the package, or "".
+func pathOf(it *fn.KubeObject) string {
+	if p := it.GetAnnotation(annotationPath); p != "" {
+		return p
+	}
+	return it.GetAnnotation(annotationPathLegacy)
+}
+
+// fileOf is the file it came from and its position in that file, or nil.
+func fileOf(it *fn.KubeObject) *fn.File {
+	p := pathOf(it)
+	if p == "" {
+		return nil
+	}
+	idx := it.GetAnnotation(annotationIndex)
+	if idx == "" {
+		idx = it.GetAnnotation(annotationIndexLegacy)
+	}
+	i, _ := strconv.Atoi(idx)
+	return &fn.File{Path: p, Index: i}
+}
+
+// objectResult is an error result about field of o (the whole object when
+// field is empty). msg is used as is when it already names the object,
+// else it is prefixed with the object and the field.
+func objectResult(o *object, field, msg, code string) *fn.Result {
+	id := o.kind + " " + o.name
+	if o.ns != "" {
+		id = o.kind + " " + o.ns + "/" + o.name
+	}
+	if !strings.HasPrefix(msg, id+":") {
+		if field != "" {
+			msg = field + ": " + msg
+		}
+		msg = id + ": " + msg
+	}
+	r := &fn.Result{
+		Severity:    fn.Error,
+		Message:     msg,
+		ResourceRef: &fn.ResourceRef{APIVersion: o.item.GetAPIVersion(), Kind: o.kind, Name: o.name, Namespace: o.ns},
+		File:        fileOf(o.item),
+	}
+	if field != "" {
+		r.Field = &fn.Field{Path: field}
+		if v, ok := scalarAt(o.item, field); ok {
+			r.Field.CurrentValue = v
+		}
+	}
+	if code != "" {
+		r.Tags = map[string]string{"code": code}
+	}
+	return r
+}
+
+// scalarAt is the string or integer value of a dotted field path without
+// list indexes (spec.prefix, spec.prefixLength), if there is one.
+func scalarAt(it *fn.KubeObject, field string) (any, bool) {
+	if strings.ContainsAny(field, "[]") {
+		return nil, false
+	}
+	fields := strings.Split(field, ".")
+	if s, found, err := it.NestedString(fields...); found && err == nil {
+		return s, true
+	}
+	if i, found, err := it.NestedInt64(fields...); found && err == nil {
+		return i, true
+	}
+	return nil, false
+}
+
+// syncErrorResults maps a failed Sync to results: one per failed item the
+// server names, attached to that item's resource when it is in the
+// package, or one result for the whole call.
+func syncErrorResults(err error, cfg Config, objs []*object) fn.Results {
+	st, ok := status.FromError(err)
+	if !ok {
+		return fn.Results{{Severity: fn.Error, Message: fmt.Sprintf("ipam-fn: Sync with ipam-server at %s: %v", cfg.Server, err)}}
+	}
+	var items []*ipamv1.ItemError
+	for _, d := range st.Details() {
+		if sf, ok := d.(*ipamv1.SyncFailure); ok {
+			items = append(items, sf.GetItems()...)
+		}
+	}
+	if len(items) == 0 {
+		switch {
+		case st.Code() == codes.Unavailable,
+			st.Code() == codes.DeadlineExceeded,
+			errors.Is(err, context.DeadlineExceeded):
+			msg := st.Message()
+			if st.Code() == codes.DeadlineExceeded {
+				msg += fmt.Sprintf(" (no answer within data.timeout %s)", cfg.timeout())
+			}
+			return fn.Results{{Severity: fn.Error, Message: fmt.Sprintf(
+				"ipam-fn: cannot reach ipam-server at %s (set data.server in the functionConfig or %s): %s",
+				cfg.Server, EnvServer, msg)}}
+		}
+		return fn.Results{{Severity: fn.Error, Message: fmt.Sprintf("ipam-fn: ipam-server at %s: %s: %s", cfg.Server, st.Code(), st.Message())}}
+	}
+	var results fn.Results
+	for _, it := range items {
+		code := codes.Code(it.GetCode()).String()
+		matched := false
+		for _, o := range objs {
+			if o.kind == it.GetObject() && o.ns == it.GetKey().GetNamespace() && o.name == it.GetKey().GetName() {
+				results = append(results, objectResult(o, it.GetField(), it.GetMessage(), code))
+				matched = true
+			}
+		}
+		if !matched {
+			results = append(results, &fn.Result{Severity: fn.Error, Message: it.GetMessage(), Tags: map[string]string{"code": code}})
+		}
+	}
+	return results
+}
