@@ -34,7 +34,8 @@ type Server struct {
 
 // Start runs server.Run with cfg on a loopback port (an in-memory store
 // unless cfg names one; metrics on a loopback port too when metrics is
-// true) and stops it when the test ends, failing the test if Run failed.
+// true), waits until it reports SERVING, and stops it when the test ends,
+// failing the test if Run failed.
 func Start(t testing.TB, cfg server.Config, metrics bool) *Server {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -65,6 +66,10 @@ func Start(t testing.TB, cfg server.Config, metrics bool) *Server {
 			t.Errorf("server.Run: %v", err)
 		}
 	})
+	if cfg.TLSCert == "" {
+		// (A TLS server is checked by the test's own Dial.)
+		s.Dial(t)
+	}
 	return s
 }
 

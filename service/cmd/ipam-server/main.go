@@ -1,0 +1,51 @@
+// Command ipam-server serves the IPAM gRPC API (ipam.v1.IPAM) over the
+// allocation core and a durable store, with the standard health service,
+// server reflection and Prometheus metrics.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/nephio-project/ipam/service/server"
+)
+
+func main() {
+	var cfg server.Config
+	var etcd string
+	flag.StringVar(&cfg.Listen, "listen", "127.0.0.1:9090", "gRPC listen address host:port")
+	flag.StringVar(&cfg.DataDir, "data-dir", "./ipam-data", "directory of the file store")
+	flag.StringVar(&cfg.Store, "store", "file", "store: file (embedded, crash-safe) or etcd (not available in this build yet); memory keeps nothing")
+	flag.StringVar(&etcd, "etcd-endpoints", "", "comma-separated etcd endpoints (--store etcd)")
+	flag.StringVar(&cfg.EtcdPrefix, "etcd-prefix", "/ipam/", "key prefix in etcd (--store etcd)")
+	flag.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM file of the server certificate (enables TLS)")
+	flag.StringVar(&cfg.TLSKey, "tls-key", "", "PEM file of the server key")
+	flag.StringVar(&cfg.ClientCA, "client-ca", "", "PEM file of the CA of client certificates (requires and verifies them: mTLS)")
+	flag.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (empty: off)")
+	flag.StringVar(&cfg.LogFormat, "log-format", "json", "log format: json or text")
+	flag.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	flag.BoolVar(&cfg.Demo, "demo", false, "seed the demo network instance vpc-1 when the state is empty")
+	flag.IntVar(&cfg.SnapshotEvery, "snapshot-every", 0, "snapshot the file store after this many changes (0: the store's default, <0: never)")
+	flag.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long a graceful shutdown waits for in-flight calls")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "ipam-server: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	if etcd != "" {
+		cfg.EtcdEndpoints = strings.Split(etcd, ",")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := server.Run(ctx, cfg)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ipam-server: %v\n", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,155 @@
+package ctl_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nephio-project/ipam/service/ctl"
+	"github.com/nephio-project/ipam/service/server"
+	"github.com/nephio-project/ipam/service/server/servertest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// run runs ipamctl and renders what it printed and its exit code.
+func run(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := ctl.Run(context.Background(), args, &stdout, &stderr)
+	out := stdout.String()
+	if stderr.Len() > 0 {
+		out += "--- stderr ---\n" + stderr.String()
+	}
+	return out, code
+}
+
+// golden compares got with testdata/name.golden (or rewrites it with -update).
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	file := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from %s (run go test -update to accept):\n--- got ---\n%s--- want ---\n%s", name, file, got, want)
+	}
+}
+
+// TestGolden runs a session of ipamctl commands against a real server
+// seeded with the demo and compares every output with its golden file.
+func TestGolden(t *testing.T) {
+	t.Setenv("IPAM_SERVER", "") // usage texts show the built-in default
+	ts := servertest.Start(t, server.Config{Demo: true}, false)
+	srv := "--server=" + ts.Addr
+	for _, step := range []struct {
+		name string
+		args string
+		code int
+	}{
+		{"vrf-list", "vrf list", 0},
+		{"prefix-list", "prefix list", 0},
+		{"alloc-create", "alloc create alloc1 --selector nephio.org/network-instance=vpc-1 --selector nephio.org/network-name=net1", 0},
+		{"alloc-create-again", "alloc create alloc1 --selector nephio.org/network-instance=vpc-1 --selector nephio.org/network-name=net1", 0},
+		{"alloc-create-pool", "alloc create pool1 --kind pool --prefix-length 16 -s nephio.org/network-instance=vpc-1", 0},
+		{"prefix-create-static", "prefix create net1-prefix10 --vrf vpc-1 --prefix 10.0.1.10/24 --network net1 --label nephio.org/interface=n3", 0},
+		{"alloc-create-static", "alloc create alloc2-n3 -s nephio.org/network-instance=vpc-1 -s nephio.org/network-name=net1 -s nephio.org/interface=n3", 0},
+		{"alloc-create-block", "alloc create node-block --vrf vpc-1 -s nephio.org/network-name=net1 --count 8 --owner kubelet --namespace kube-system", 0},
+		{"range-create", "range create r1 --vrf vpc-1 --start 10.0.1.100 --end 10.0.1.110 --label pool=metal3 --pre-alloc host-a=10.0.1.105 --exclude 10.0.1.108-10.0.1.109", 0},
+		{"vrf-create", "vrf create vpc-2 --prefix 192.168.0.0/16 --prefix 2001:db8::/32 --label env=lab", 0},
+		{"alloc-list", "alloc list", 0},
+		{"alloc-list-filtered", "alloc list --owner ipamctl --vrf vpc-1", 0},
+		{"alloc-list-yaml", "-o yaml alloc list", 0},
+		{"alloc-get-json", "alloc get alloc1 -o json", 0},
+		{"prefix-get-yaml", "prefix get net1-prefix1 -o yaml", 0},
+		{"prefix-list-label", "prefix list -l nephio.org/gateway=true", 0},
+		{"range-list", "range list", 0},
+		{"range-get-yaml", "--output yaml range get r1", 0},
+		{"vrf-list-after", "vrf list", 0},
+		{"vrf-get-json", "vrf get vpc-2 -o json", 0},
+		{"tree", "tree vpc-1", 0},
+		{"tree-yaml", "tree vpc-1 -o yaml", 0},
+		{"tree-empty", "tree vpc-2", 0},
+		{"error-not-found", "alloc get nope", 1},
+		{"error-invalid", "prefix create bad --vrf vpc-1 --prefix 10.0.1.1/33", 1},
+		{"error-conflict", "alloc create taken --vrf vpc-1 --prefix 10.0.1.2/24", 1},
+		{"error-in-use", "prefix delete net1-prefix1", 1},
+		{"error-no-vrf", "tree vpc-9", 1},
+		{"alloc-delete", "alloc delete alloc1", 0},
+		{"alloc-delete-block", "alloc release node-block -n kube-system", 0},
+		{"range-delete", "range delete r1", 0},
+		{"range-list-empty", "ranges list", 0},
+		{"vrf-delete", "vrf delete vpc-2", 0},
+		{"usage-missing-flags", "prefix create x", 2},
+		{"usage-missing-name", "alloc get", 2},
+		{"usage-unknown-command", "vrf frobnicate", 2},
+		{"usage-bad-output", "-o xml vrf list", 2},
+		{"usage-bad-label", "alloc create a1 --selector novalue", 2},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			got, code := run(t, append([]string{srv}, strings.Fields(step.args)...)...)
+			if code != step.code {
+				t.Errorf("ipamctl %s exited %d, want %d:\n%s", step.args, code, step.code, got)
+			}
+			golden(t, step.name, fmt.Sprintf("$ ipamctl %s\n%s--- exit %d ---\n", step.args, got, code))
+		})
+	}
+}
+
+// TestUsage prints the help without a server.
+func TestUsage(t *testing.T) {
+	t.Setenv("IPAM_SERVER", "")
+	got, code := run(t)
+	if code != ctl.ExitUsage {
+		t.Errorf("ipamctl without arguments exited %d", code)
+	}
+	golden(t, "usage", got)
+	got, code = run(t, "alloc", "create", "--help")
+	if code != ctl.ExitOK {
+		t.Errorf("ipamctl alloc create --help exited %d", code)
+	}
+	golden(t, "usage-alloc-create", got)
+}
+
+// TestServerFromEnvironment uses $IPAM_SERVER when --server is absent.
+func TestServerFromEnvironment(t *testing.T) {
+	ts := servertest.Start(t, server.Config{Demo: true}, false)
+	t.Setenv("IPAM_SERVER", ts.Addr)
+	got, code := run(t, "vrf", "list")
+	if code != 0 || !strings.Contains(got, "vpc-1") {
+		t.Fatalf("vrf list via $IPAM_SERVER: exit %d\n%s", code, got)
+	}
+}
+
+// TestMTLS talks to a server that requires client certificates.
+func TestMTLS(t *testing.T) {
+	certs := servertest.WriteCerts(t, t.TempDir())
+	ts := servertest.Start(t, server.Config{Demo: true, TLSCert: certs.ServerCert, TLSKey: certs.ServerKey, ClientCA: certs.CA}, false)
+	got, code := run(t, "--server", ts.Addr, "--tls-ca", certs.CA, "--tls-cert", certs.ClientCert, "--tls-key", certs.ClientKey, "vrf", "list")
+	if code != 0 || !strings.Contains(got, "vpc-1") {
+		t.Fatalf("vrf list with a client certificate: exit %d\n%s", code, got)
+	}
+	got, code = run(t, "--server", ts.Addr, "--tls-ca", certs.CA, "vrf", "list", "--timeout", "5s")
+	if code != ctl.ExitError || !strings.Contains(got, "Error: ") {
+		t.Fatalf("vrf list without a client certificate: exit %d\n%s", code, got)
+	}
+	got, code = run(t, "--server", ts.Addr, "vrf", "list", "--timeout", "5s")
+	if code != ctl.ExitError {
+		t.Fatalf("plaintext vrf list against TLS: exit %d\n%s", code, got)
+	}
+}
