@@ -370,7 +370,7 @@ func TestProcessItemErrorsNameFileResourceAndField(t *testing.T) {
 		r.Field == nil || r.Field.Path != "spec.prefix" || r.Field.CurrentValue != "10.0.1.10/33" || r.Tags["code"] != "InvalidArgument" {
 		t.Errorf("result: %+v %+v %+v %+v", r, r.File, r.ResourceRef, r.Field)
 	}
-	if !strings.Contains(r.Message, "IPPrefix net1-prefix10: spec.prefix:") {
+	if !strings.HasPrefix(r.Message, `"10.0.1.10/33" is not a prefix`) || !strings.HasSuffix(r.Message, " (resources.yaml)") {
 		t.Errorf("message %q", r.Message)
 	}
 	if strings.Join(snapshot(objs), "\n") != strings.Join(before, "\n") {

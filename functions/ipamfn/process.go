@@ -114,7 +114,10 @@ func failed(results fn.Results) error {
 	if n == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %d error(s), no resource was changed", ErrFailed, n)
+	if n == 1 {
+		return fmt.Errorf("%w: 1 error; no resource was changed", ErrFailed)
+	}
+	return fmt.Errorf("%w: %d errors; no resource was changed", ErrFailed, n)
 }
 
 // buildRequest turns the IPAM resources among items into one SyncRequest.

@@ -46,24 +46,28 @@ func fileOf(it *fn.KubeObject) *fn.File {
 }
 
 // objectResult is an error result about field of o (the whole object when
-// field is empty). msg is used as is when it already names the object,
-// else it is prefixed with the object and the field.
+// field is empty). The result's resourceRef, field and file name the place;
+// the message says what is wrong there, without repeating the object and
+// field a server message starts with, and ends with the file for readers
+// of kpt's one-line summary.
 func objectResult(o *object, field, msg, code string) *fn.Result {
 	id := o.kind + " " + o.name
 	if o.ns != "" {
 		id = o.kind + " " + o.ns + "/" + o.name
 	}
-	if !strings.HasPrefix(msg, id+":") {
-		if field != "" {
-			msg = field + ": " + msg
-		}
-		msg = id + ": " + msg
+	msg = strings.TrimPrefix(msg, id+": ")
+	if field != "" {
+		msg = strings.TrimPrefix(msg, field+": ")
+	}
+	file := fileOf(o.item)
+	if file != nil {
+		msg += " (" + file.Path + ")"
 	}
 	r := &fn.Result{
 		Severity:    fn.Error,
 		Message:     msg,
 		ResourceRef: &fn.ResourceRef{APIVersion: o.item.GetAPIVersion(), Kind: o.kind, Name: o.name, Namespace: o.ns},
-		File:        fileOf(o.item),
+		File:        file,
 	}
 	if field != "" {
 		r.Field = &fn.Field{Path: field}
