@@ -30,7 +30,7 @@ func FuzzReplay(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0xA7, 0xff, 0xff, 0xff, 0x3f, 0, 0, 0, 0})
 
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := slog.New(slog.DiscardHandler)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := t.TempDir()
 		seg := filepath.Join(dir, segName(1))

@@ -76,12 +76,8 @@ func (l *Log) Replay(snapshot func(r io.Reader) error, record func(payload []byt
 	last := max(snapSeq, r.next-1)
 	if len(live) == 0 || r.next-1 < snapSeq {
 		// No segment holds the batches after the snapshot: start one.
-		f, err := os.OpenFile(filepath.Join(l.dir, segName(last+1)), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o640)
+		f, err := l.createSegment(last + 1)
 		if err != nil {
-			return fmt.Errorf("wal: %w", err)
-		}
-		if err := l.syncDir(l.dir); err != nil {
-			f.Close()
 			return err
 		}
 		l.f, l.segSize = f, 0

@@ -7,7 +7,6 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,12 +62,11 @@ func refParse(data []byte, first uint64) []refFrame {
 // segments lists the segment files of dir, ascending.
 func segments(t testing.TB, dir string) []string {
 	t.Helper()
-	names, err := filepath.Glob(filepath.Join(dir, "*.wal"))
-	if err != nil {
-		t.Fatal(err)
+	paths := names(t, dir, "*.wal")
+	for i := range paths {
+		paths[i] = filepath.Join(dir, paths[i])
 	}
-	slices.Sort(names)
-	return names
+	return paths
 }
 
 // framesOf parses a whole segment file with the reference parser.

@@ -257,8 +257,8 @@ func (l *Log) Stats() Stats {
 	}
 }
 
-// Close writes and fsyncs every batch enqueued so far, stops the writer and
-// releases the directory lock. It returns the error that failed the Log, if
+// Close waits for a Snapshot in progress, writes and fsyncs every batch
+// enqueued so far, stops the writer and releases the directory lock. It returns the error that failed the Log, if
 // any. Enqueue after Close fails with ErrClosed.
 func (l *Log) Close() error {
 	l.snapMu.Lock()
@@ -382,18 +382,29 @@ func (l *Log) roll(first uint64) error {
 	if err := l.f.Close(); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(l.dir, segName(first)), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o640)
+	f, err := l.createSegment(first)
 	if err != nil {
 		return err
 	}
 	l.f, l.segSize = f, 0
-	if err := l.syncDir(l.dir); err != nil {
-		return err
-	}
 	l.segMu.Lock()
 	l.segs = append(l.segs, first)
 	l.segMu.Unlock()
 	return nil
+}
+
+// createSegment creates the empty segment file for the batches from first
+// on, durably, and returns it open for appending.
+func (l *Log) createSegment(first uint64) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(l.dir, segName(first)), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	if err := l.syncDir(l.dir); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // syncDir makes the directory entries of dir durable.
