@@ -95,18 +95,23 @@ func keyToProto(k ipam.Key) *ipamv1.Key {
 	return &ipamv1.Key{Owner: k.Owner, Namespace: k.Namespace, Name: k.Name}
 }
 
+// Label maps are shared, not copied, in both directions: the core keeps
+// private copies of what it stores and hands out copies (or immutable
+// stored maps, in records), and a request message is not used after its
+// call.
+
 func labelsFromProto(m map[string]string) ipam.Labels {
 	if len(m) == 0 {
 		return nil
 	}
-	return ipam.Labels(maps.Clone(m))
+	return ipam.Labels(m)
 }
 
 func labelsToProto(l ipam.Labels) map[string]string {
 	if len(l) == 0 {
 		return nil
 	}
-	return maps.Clone(map[string]string(l))
+	return map[string]string(l)
 }
 
 // networkInstanceFromProto converts a NetworkInstance.

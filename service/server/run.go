@@ -32,6 +32,10 @@ import (
 // Sync of ipam.MaxSyncItems allocations fits with room to spare.
 const MaxRecvMsgSize = 64 << 20
 
+// StreamWorkers is the number of goroutines that serve calls and are
+// reused between them (more concurrent calls get goroutines of their own).
+const StreamWorkers = 32
+
 // DefaultShutdownTimeout bounds how long a graceful shutdown waits for
 // in-flight calls before cutting them off.
 const DefaultShutdownTimeout = 10 * time.Second
@@ -217,6 +221,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	unary := append([]grpc.UnaryServerInterceptor{metrics.UnaryInterceptor, readyUnary(&ready), logUnary(log)}, cfg.UnaryInterceptors...)
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
+		// Reused handler goroutines keep their grown stacks: a fresh
+		// goroutine per call spends a tenth of the call growing its stack.
+		grpc.NumStreamWorkers(StreamWorkers),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(metrics.StreamInterceptor, readyStream(&ready)),
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -329,5 +330,55 @@ func TestRunErrors(t *testing.T) {
 	cancel()
 	if err := server.Run(ctx, server.Config{Store: "memory", Listen: "127.0.0.1:0", LogOutput: io.Discard}); err != nil && !errors.Is(err, context.Canceled) {
 		t.Errorf("Run with a canceled context = %v", err)
+	}
+}
+
+// TestRestart stops a server on the file store and starts another on the
+// same directory: every object and allocation is back, and deletions of
+// restored objects reach watchers filtered by network instance.
+func TestRestart(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, server.Config{Store: "file", DataDir: dir, Demo: true})
+	c := ts.Client(t)
+	ctx := context.Background()
+	sel := alloc1().GetSelector()
+	var want []string
+	for i := range 50 {
+		res, err := c.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: &ipamv1.Allocation{Key: key(fmt.Sprint("a", i)), Selector: sel}})
+		must(t, err)
+		want = append(want, res.GetResult().GetPrefix())
+	}
+	must(t, call(c.Release(ctx, &ipamv1.DeleteRequest{Key: key("a7")})))
+	must(t, ts.Stop())
+
+	ts = startServer(t, server.Config{Store: "file", DataDir: dir, Demo: true})
+	c = ts.Client(t)
+	for i := range 50 {
+		resp, err := c.Get(ctx, &ipamv1.GetRequest{Kind: allocKind, Key: key(fmt.Sprint("a", i))})
+		if i == 7 {
+			wantStatus(t, err, codes.NotFound, "")
+			continue
+		}
+		must(t, err)
+		if got := resp.GetObject().GetAllocation().GetResult().GetPrefix(); got != want[i] {
+			t.Errorf("a%d = %s after restart, want %s", i, got, want[i])
+		}
+	}
+	// The demo is not seeded twice: the state was not empty.
+	resp, err := c.List(ctx, &ipamv1.ListRequest{Kind: prefixKind})
+	must(t, err)
+	if got := names(resp.GetObjects()); !slices.Equal(got, []string{"aggregate0", "net1-prefix1"}) {
+		t.Errorf("prefixes after restart = %v", got)
+	}
+	// The lowest free address is the released one.
+	res, err := c.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: &ipamv1.Allocation{Key: key("new"), Selector: sel}})
+	must(t, err)
+	if res.GetResult().GetPrefix() != want[7] {
+		t.Errorf("new allocation = %s, want the released %s", res.GetResult().GetPrefix(), want[7])
+	}
+	w := openWatch(t, c, &ipamv1.WatchRequest{NetworkInstance: "vpc-1"})
+	must(t, call(c.Release(ctx, &ipamv1.DeleteRequest{Key: key("a3")})))
+	if got := recvN(t, w, 1); got[0] != "TYPE_DELETE OBJECT_KIND_ALLOCATION a3" {
+		t.Errorf("watch after restart got %v", got)
 	}
 }

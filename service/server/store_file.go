@@ -3,9 +3,17 @@ package server
 import (
 	"errors"
 	"log/slog"
+
+	"github.com/nephio-project/ipam/service/store/file"
 )
 
-// openFileStore opens the file store in cfg.DataDir.
+var _ Store = (*file.Store)(nil)
+
+// openFileStore opens the embedded file store in cfg.DataDir; it takes
+// snapshots itself every cfg.SnapshotEvery records.
 func openFileStore(cfg Config, log *slog.Logger) (Store, error) {
-	return nil, errors.New("store file: waiting for service/store/file")
+	if cfg.DataDir == "" {
+		return nil, errors.New("store file: --data-dir is required")
+	}
+	return file.Open(cfg.DataDir, file.Options{Logger: log, NoSync: cfg.NoSync, SnapshotEvery: cfg.SnapshotEvery})
 }

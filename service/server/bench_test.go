@@ -1,0 +1,145 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/server"
+	"github.com/nephio-project/ipam/service/server/servertest"
+)
+
+// emptyService is a unary gRPC method that does nothing: the baseline of
+// what a call over loopback costs.
+var emptyService = grpc.ServiceDesc{
+	ServiceName: "bench.Empty",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Call",
+		Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			in := new(emptypb.Empty)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			return in, nil
+		},
+	}},
+}
+
+// startEmptyServer serves emptyService on a loopback port, with the
+// transport options of server.Run.
+func startEmptyServer(b *testing.B) *grpc.ClientConn {
+	b.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(server.MaxRecvMsgSize), grpc.NumStreamWorkers(server.StreamWorkers))
+	gs.RegisterService(&emptyService, struct{}{})
+	go gs.Serve(lis)
+	b.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// parallel runs calls calls spread over inflight goroutines and returns
+// how long they took.
+func parallel(inflight, calls int, call func(g, i int) error) (time.Duration, error) {
+	var wg sync.WaitGroup
+	errs := make([]error, inflight)
+	start := time.Now()
+	for g := range inflight {
+		wg.Go(func() {
+			for i := g; i < calls; i += inflight {
+				if err := call(g, i/inflight); err != nil {
+					errs[g] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	d := time.Since(start)
+	for _, err := range errs {
+		if err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// BenchmarkW4Ratio measures gRPC Allocate and Release calls over loopback
+// with 8 in flight against an empty-handler unary call measured in the
+// same run, in alternating short rounds, and reports the rate of the
+// former as a fraction of the latter (metric "ratio", the median of the
+// rounds' ratios so that bursts of other load on the machine do not decide
+// it; DESIGN.md W4 target ≥ 0.90).
+func BenchmarkW4Ratio(b *testing.B) {
+	const inflight, calls = 8, 512
+	ts := servertest.Start(b, server.Config{}, false)
+	c := ts.Client(b)
+	ctx := context.Background()
+	seed(b, c)
+	must(b, call(c.CreatePrefix(ctx, &ipamv1.CreatePrefixRequest{Prefix: &ipamv1.Prefix{Key: key("net16"), NetworkInstance: "vpc-1",
+		Prefix: "10.2.0.0/16", Network: "net16"}})))
+	sel := map[string]string{"nephio.org/network-instance": "vpc-1", "nephio.org/network-name": "net16"}
+	reqs := make([]*ipamv1.AllocateRequest, inflight)
+	rels := make([]*ipamv1.DeleteRequest, inflight)
+	for g := range inflight {
+		reqs[g] = &ipamv1.AllocateRequest{Allocation: &ipamv1.Allocation{Key: key(fmt.Sprint("w4-", g)), Selector: sel}}
+		rels[g] = &ipamv1.DeleteRequest{Key: key(fmt.Sprint("w4-", g))}
+	}
+	emptyConn := startEmptyServer(b)
+	empty := func(_, _ int) error {
+		return emptyConn.Invoke(ctx, "/bench.Empty/Call", &emptypb.Empty{}, new(emptypb.Empty))
+	}
+	allocRelease := func(g, i int) error {
+		if i%2 == 0 {
+			_, err := c.Allocate(ctx, reqs[g])
+			return err
+		}
+		_, err := c.Release(ctx, rels[g])
+		return err
+	}
+	// Warm both connections up.
+	for _, f := range []func(int, int) error{empty, allocRelease} {
+		if _, err := parallel(inflight, 256, f); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var emptyTime, ipamTime time.Duration
+	var ratios []float64
+	n := 0
+	for b.Loop() {
+		de, err := parallel(inflight, calls, empty)
+		if err != nil {
+			b.Fatal(err)
+		}
+		di, err := parallel(inflight, calls, allocRelease)
+		if err != nil {
+			b.Fatal(err)
+		}
+		emptyTime, ipamTime = emptyTime+de, ipamTime+di
+		ratios = append(ratios, de.Seconds()/di.Seconds())
+		n += calls
+	}
+	emptyRate := float64(n) / emptyTime.Seconds()
+	ipamRate := float64(n) / ipamTime.Seconds()
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "ratio")
+	b.ReportMetric(ipamRate, "calls/s")
+	b.ReportMetric(emptyRate, "empty-calls/s")
+}
