@@ -217,20 +217,20 @@ func appendPrefix(dst []byte, p netip.Prefix) []byte {
 // appendLabels writes a non-empty map in key order.
 func appendLabels(dst []byte, m map[string]string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(m)))
-	for _, k := range sortedKeys(m) {
+	var small [8]string
+	for _, k := range sortedKeys(small[:0], m) {
 		dst = appendString(appendString(dst, k), m[k])
 	}
 	return dst
 }
 
-// sortedKeys returns the keys of m in order; maps of labels are small.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
+// sortedKeys appends the keys of m to buf and sorts them.
+func sortedKeys[V any](buf []string, m map[string]V) []string {
 	for k := range m {
-		keys = append(keys, k)
+		buf = append(buf, k)
 	}
-	slices.Sort(keys)
-	return keys
+	slices.Sort(buf)
+	return buf
 }
 
 func appendRanges(dst []byte, rs []ipam.AddrRange) []byte {
@@ -338,7 +338,7 @@ func appendRange(dst []byte, rk ipam.Key, r *ipam.IPRange) []byte {
 	}
 	if m&rgPreAllocs != 0 {
 		dst = binary.AppendUvarint(dst, uint64(len(r.PreAllocations)))
-		for _, k := range sortedKeys(r.PreAllocations) {
+		for _, k := range sortedKeys(nil, r.PreAllocations) {
 			dst = appendAddr(appendString(dst, k), r.PreAllocations[k])
 		}
 	}
@@ -416,6 +416,7 @@ func appendAlloc(dst []byte, rk ipam.Key, ar *ipam.AllocationRecord) []byte {
 type decoder struct {
 	strs   map[string]string
 	labels map[string]ipam.Labels
+	slab   []ipam.AllocationRecord // allocation records are carved from it
 }
 
 const (
@@ -423,6 +424,7 @@ const (
 	maxInternLen    = 64      // longer strings are not interned
 	maxCachedLabels = 1 << 12 // label maps kept by one decoder
 	maxCachedLen    = 256     // longer label encodings are not cached
+	slabSize        = 1 << 10 // allocation records allocated at once
 )
 
 // decodeRecord decodes one record from b; all of b must be consumed.
@@ -459,6 +461,18 @@ func (d *decoder) intern(b []byte) string {
 		d.strs[s] = s
 	}
 	return s
+}
+
+// newAllocation returns a zero AllocationRecord. Records are allocated in
+// slabs: the core copies what it keeps, so a slab lives only as long as the
+// decoded records pointing into it.
+func (d *decoder) newAllocation() *ipam.AllocationRecord {
+	if len(d.slab) == 0 {
+		d.slab = make([]ipam.AllocationRecord, slabSize)
+	}
+	ar := &d.slab[0]
+	d.slab = d.slab[1:]
+	return ar
 }
 
 // reader consumes an encoding; the first error sticks and every later read
@@ -636,9 +650,18 @@ func (r *reader) prefix() netip.Prefix {
 	return netip.PrefixFrom(a, b-1)
 }
 
-// labels reads a non-empty map; identical encodings share one decoded map.
+// labels reads a non-empty map. Identical encodings share one decoded map:
+// the encoding is delimited first and looked up, and only a new one is
+// decoded into a map.
 func (r *reader) labels() ipam.Labels {
-	start := r.b
+	enc := r.labelsExtent()
+	if r.err != nil {
+		return nil
+	}
+	if m, ok := r.d.labels[string(enc)]; ok {
+		r.b = r.b[len(enc):]
+		return m
+	}
 	n := r.count(2)
 	if r.err != nil {
 		return nil
@@ -656,17 +679,37 @@ func (r *reader) labels() ipam.Labels {
 		}
 		m[k], prev = v, k
 	}
-	return r.d.shareLabels(start[:len(start)-len(r.b)], m)
+	r.d.keepLabels(enc, m)
+	return m
 }
 
-// shareLabels returns a previously decoded map of the same encoding enc, or
-// keeps m for later.
-func (d *decoder) shareLabels(enc []byte, m ipam.Labels) ipam.Labels {
-	if len(enc) > maxCachedLen {
-		return m
+// labelsExtent returns the bytes of the labels encoding at the start of r.b
+// without consuming them, or nil (and no error) when it is not cacheable or
+// malformed, which the full decoding then reports.
+func (r *reader) labelsExtent() []byte {
+	b := r.b
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n == 0 || n > uint64(len(b)) {
+		return nil
 	}
-	if old, ok := d.labels[string(enc)]; ok {
-		return old
+	off := k
+	for range 2 * n {
+		l, k := binary.Uvarint(b[off:])
+		if k <= 0 || l > uint64(len(b)-off-k) {
+			return nil
+		}
+		off += k + int(l)
+		if off > maxCachedLen {
+			return nil
+		}
+	}
+	return b[:off]
+}
+
+// keepLabels remembers the decoded map m of the encoding enc.
+func (d *decoder) keepLabels(enc []byte, m ipam.Labels) {
+	if len(enc) == 0 || len(enc) > maxCachedLen {
+		return
 	}
 	if d.labels == nil {
 		d.labels = make(map[string]ipam.Labels)
@@ -674,7 +717,6 @@ func (d *decoder) shareLabels(enc []byte, m ipam.Labels) ipam.Labels {
 	if len(d.labels) < maxCachedLabels {
 		d.labels[string(enc)] = m
 	}
-	return m
 }
 
 func (r *reader) ranges() []ipam.AddrRange {
@@ -823,7 +865,8 @@ func (r *reader) rangeObj(rk ipam.Key) *ipam.IPRange {
 
 func (r *reader) alloc(rk ipam.Key) *ipam.AllocationRecord {
 	m := r.mask(alAll, "allocation")
-	ar := &ipam.AllocationRecord{Allocation: ipam.Allocation{Key: rk}}
+	ar := r.d.newAllocation()
+	ar.Allocation.Key = rk
 	a, res := &ar.Allocation, &ar.Result
 	if m&alKey != 0 {
 		a.Key = r.key()

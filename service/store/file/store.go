@@ -31,7 +31,7 @@ type Options struct {
 const DefaultSnapshotEvery = 100_000
 
 // restoreChunk is the number of records given to one Allocator.Apply call.
-const restoreChunk = 16 << 10
+const restoreChunk = 4 << 10
 
 // ErrClosed is returned by the methods of a closed Store.
 var ErrClosed = errors.New("file store: closed")
@@ -166,24 +166,38 @@ func (s *Store) Append(recs []ipam.Record) func() error {
 	if len(recs) == 0 {
 		return func() error { return nil }
 	}
-	buf := make([]byte, 0, 96*len(recs))
-	ends := make([]int, len(recs))
+	eb := encodePool.Get().(*encodeBuf)
+	buf, payloads := eb.buf[:0], eb.payloads[:0]
 	for i := range recs {
+		start := len(buf)
 		buf = appendRecord(buf, &recs[i])
-		ends[i] = len(buf)
+		// When buf grows, earlier payloads keep pointing into the old
+		// array, which stays valid.
+		payloads = append(payloads, buf[start:len(buf):len(buf)])
 	}
-	payloads := make([][]byte, len(recs))
-	start := 0
-	for i, end := range ends {
-		payloads[i] = buf[start:end:end]
-		start = end
+	p := s.log.Enqueue(payloads...) // copies the payloads
+	if cap(buf) <= maxPooledBuf {
+		clear(payloads)
+		eb.buf, eb.payloads = buf, payloads
+		encodePool.Put(eb)
 	}
-	p := s.log.Enqueue(payloads...)
 	if n := s.since.Add(int64(len(recs))); s.every > 0 && n >= s.every {
 		s.snapshotInBackground()
 	}
 	return p.Wait
 }
+
+// encodeBuf is Append's scratch space; the log copies what Enqueue gets, so
+// it is reused across calls.
+type encodeBuf struct {
+	buf      []byte
+	payloads [][]byte
+}
+
+// maxPooledBuf bounds the buffers kept for reuse (a large Sync's is dropped).
+const maxPooledBuf = 64 << 10
+
+var encodePool = sync.Pool{New: func() any { return new(encodeBuf) }}
 
 // snapshotInBackground starts a snapshot of the bound allocator unless one
 // is running, the store is closed or no allocator is bound yet.
