@@ -93,13 +93,16 @@ func (s *Store) Restore(a *ipam.Allocator) error {
 	applied := make(chan error, 1)
 	go func() {
 		var err error
+		n := 0 // records applied so far, snapshot first
 		for c := range chunks {
 			if err != nil {
 				continue
 			}
 			if err = a.Apply(c); err != nil {
+				err = fmt.Errorf("applying records %d..%d (snapshot first, then log): %w", n, n+len(c)-1, err)
 				close(stop)
 			}
+			n += len(c)
 		}
 		applied <- err
 	}()

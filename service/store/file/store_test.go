@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nephio-project/ipam/service/internal/wal"
 	"github.com/nephio-project/ipam/service/ipam"
 )
 
@@ -410,4 +412,103 @@ func newestSegment(t *testing.T, dir string) string {
 		t.Fatalf("no segment in %s: %v", dir, err)
 	}
 	return segs[len(segs)-1]
+}
+
+// writeRawLog appends payloads, one batch each, to the log in dir as a
+// buggy or foreign writer would.
+func writeRawLog(t *testing.T, dir string, payloads ...[]byte) {
+	t.Helper()
+	l, err := wal.Open(dir, wal.Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Replay(func(io.Reader) error { return nil }, func([]byte) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range payloads {
+		if err := l.Enqueue(p).Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRestoreRejectsBadRecords: a record that passed the log's checksum but
+// does not decode, or decodes but does not apply, fails Restore: serving a
+// partial state could hand out taken addresses.
+func TestRestoreRejectsBadRecords(t *testing.T) {
+	vpc := ipam.Record{Op: ipam.OpPutNetworkInstance, Key: infra("vpc-1"), NetworkInstance: &ipam.NetworkInstance{Key: infra("vpc-1")}}
+	orphan := ipam.Record{Op: ipam.OpPutPrefix, Key: infra("p"), Prefix: &ipam.Prefix{Key: infra("p"), NetworkInstance: "nowhere",
+		Kind: ipam.KindAggregate, Prefix: pfx("10.0.0.0/8")}}
+	for _, tc := range []struct {
+		name     string
+		payloads [][]byte
+		want     error
+	}{
+		{"unknown version", [][]byte{appendRecord(nil, &vpc), {9, 1, 0, 0, 0, 0}}, errMalformed},
+		{"truncated record", [][]byte{appendRecord(nil, &vpc)[:5]}, errMalformed},
+		{"record that does not apply", [][]byte{appendRecord(nil, &vpc), appendRecord(nil, &orphan)}, ipam.ErrNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeRawLog(t, dir, tc.payloads...)
+			s, err := Open(dir, Options{Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			err = s.Restore(ipam.New(ipam.WithJournal(s)))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Restore: %v, want %v", err, tc.want)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// TestRestoreManyChunks restores more records than one Apply chunk holds,
+// from the log and from a snapshot.
+func TestRestoreManyChunks(t *testing.T) {
+	dir := t.TempDir()
+	s, a := openAllocator(t, dir, Options{NoSync: true, SnapshotEvery: -1})
+	if _, err := a.Sync(ipam.SyncRequest{Owner: "infra",
+		NetworkInstances: []ipam.NetworkInstance{{Key: ipam.Key{Name: "vpc-1"}, Prefixes: []ipam.VRFPrefix{{Prefix: pfx("10.0.0.0/8")}}}},
+		Prefixes: []ipam.Prefix{{Key: ipam.Key{Name: "big"}, NetworkInstance: "vpc-1", Prefix: pfx("10.0.0.1/16"), Network: "big"}}}); err != nil {
+		t.Fatal(err)
+	}
+	alloc := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := a.Allocate(ipam.Allocation{Key: benchKey(i), Selector: benchSel}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	alloc(0, 2*restoreChunk+17)
+	if err := s.Snapshot(a); err != nil {
+		t.Fatal(err)
+	}
+	alloc(2*restoreChunk+17, 3*restoreChunk+100)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, b := openAllocator(t, dir, Options{SnapshotEvery: -1})
+	defer s2.Close()
+	sameState(t, b, a)
+}
+
+func TestOpenLocked(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s2, err := Open(dir, Options{Logger: testLogger(t)}); !errors.Is(err, wal.ErrLocked) {
+		if s2 != nil {
+			s2.Close()
+		}
+		t.Fatalf("second Open of one directory: %v, want wal.ErrLocked", err)
+	}
 }
