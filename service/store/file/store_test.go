@@ -475,7 +475,7 @@ func TestRestoreManyChunks(t *testing.T) {
 	s, a := openAllocator(t, dir, Options{NoSync: true, SnapshotEvery: -1})
 	if _, err := a.Sync(ipam.SyncRequest{Owner: "infra",
 		NetworkInstances: []ipam.NetworkInstance{{Key: ipam.Key{Name: "vpc-1"}, Prefixes: []ipam.VRFPrefix{{Prefix: pfx("10.0.0.0/8")}}}},
-		Prefixes: []ipam.Prefix{{Key: ipam.Key{Name: "big"}, NetworkInstance: "vpc-1", Prefix: pfx("10.0.0.1/16"), Network: "big"}}}); err != nil {
+		Prefixes:         []ipam.Prefix{{Key: ipam.Key{Name: "big"}, NetworkInstance: "vpc-1", Prefix: pfx("10.0.0.1/16"), Network: "big"}}}); err != nil {
 		t.Fatal(err)
 	}
 	alloc := func(from, to int) {
