@@ -25,7 +25,7 @@ CMD_PKGS := $(patsubst %/,./%,$(sort $(dir $(wildcard service/cmd/*/*.go functio
 # Top-level directories holding Go code.
 GO_DIRS := $(wildcard api service functions injector)
 
-.PHONY: help build run demo test bench fuzz generate generate-api generate-proto verify lint clean controller-gen
+.PHONY: help build run demo test bench fuzz generate generate-api generate-proto verify lint clean controller-gen image
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-16s %s\n", $$1, $$2 }'
@@ -120,6 +120,15 @@ lint: ## gofmt and go vet
 	@unformatted=$$(gofmt -l $(GO_DIRS)); \
 	if [ -n "$$unformatted" ]; then echo "lint: not gofmt-ed:" >&2; echo "$$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
+
+image: ## build the ipam-fn container image ipam-fn:dev (FROM scratch, nothing pulled); skipped without docker
+	@if ! docker info >/dev/null 2>&1; then echo "image: docker is not available (docker info failed); skipping ipam-fn:dev"; exit 0; fi; \
+	mkdir -p $(BIN); \
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ipam-fn ./functions/cmd/ipam-fn; \
+	ctx=$$(mktemp -d); trap 'rm -rf "$$ctx"' EXIT; \
+	cp $(BIN)/ipam-fn functions/Dockerfile.local functions/image/passwd functions/image/group "$$ctx"/; \
+	docker buildx version >/dev/null 2>&1 || export DOCKER_BUILDKIT=0; \
+	docker build -t ipam-fn:dev -f "$$ctx"/Dockerfile.local "$$ctx"
 
 clean: ## remove bin/ (binaries and installed tools)
 	rm -rf $(BIN)

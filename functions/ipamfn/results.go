@@ -120,6 +120,9 @@ func syncErrorResults(err error, cfg Config, objs []*object) fn.Results {
 			if st.Code() == codes.DeadlineExceeded {
 				msg += fmt.Sprintf(" (no answer within data.timeout %s)", cfg.timeout())
 			}
+			if strings.Contains(msg, "network is unreachable") {
+				msg += " (in container mode, kpt fn render needs --allow-network)"
+			}
 			return fn.Results{{Severity: fn.Error, Message: fmt.Sprintf(
 				"ipam-fn: cannot reach ipam-server at %s (set data.server in the functionConfig or %s): %s",
 				cfg.Server, EnvServer, msg)}}
