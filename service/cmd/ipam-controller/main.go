@@ -1,0 +1,41 @@
+// Command ipam-controller reconciles the ipam.nephio.org custom resources
+// (NetworkInstance, IPPrefix, IPAllocation) against ipam-server.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/nephio-project/ipam/service/controllers"
+)
+
+func main() {
+	var cfg controllers.Config
+	var level slog.Level
+	fs := flag.NewFlagSet("ipam-controller", flag.ExitOnError)
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster config")
+	fs.StringVar(&cfg.Server, "server", "127.0.0.1:9090", "host:port of ipam-server")
+	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA certificate (PEM) that verifies ipam-server; enables TLS")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "client certificate (PEM) for mTLS")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "client key (PEM) for mTLS")
+	fs.StringVar(&cfg.Owner, "owner", controllers.DefaultOwner, "owner under which objects are keyed in ipam-server")
+	fs.DurationVar(&cfg.Resync, "resync", controllers.DefaultResync, "how often every resource is reconciled again")
+	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", ":8080", `address of the metrics endpoint; "0" turns it off`)
+	fs.StringVar(&cfg.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.BoolVar(&cfg.LeaderElect, "leader-elect", false, "elect a leader so that one replica reconciles")
+	fs.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (in-cluster: the pod's)")
+	fs.TextVar(&level, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
+	_ = fs.Parse(os.Args[1:])
+
+	cfg.Logger = logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctrl.SetLogger(cfg.Logger)
+	if err := controllers.Run(ctrl.SetupSignalHandler(), cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "ipam-controller:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,17 @@
+// Package controllers reconciles the ipam.nephio.org custom resources
+// (NetworkInstance, IPPrefix, IPAllocation) against ipam-server over gRPC.
+//
+// The service stays the single source of truth: a reconciler translates a
+// resource into the matching idempotent call (CreateNetworkInstance,
+// CreatePrefix, Allocate), writes the result into status.prefix and
+// status.gateway with the Synced and Ready conditions, and releases it
+// through a finalizer when the resource is deleted (DeleteNetworkInstance,
+// DeletePrefix, Release). Every object is keyed in the service by
+// (owner, namespace, name), so a restarted controller gets the same answers.
+//
+// Resources that wait for something (a missing aggregate, a full pool, a
+// prefix that still has children) are retried with a growing delay and, as
+// soon as a resource of the same network instance turns Ready or goes away,
+// at once. Every resource is called again after the resync period so that
+// a restarted service or a lost status converges.
+package controllers

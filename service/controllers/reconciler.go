@@ -1,0 +1,144 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+)
+
+// Finalizer holds a resource until its prefix, allocation or network
+// instance is released in ipam-server.
+const Finalizer = "ipam.nephio.org/finalizer"
+
+// DefaultOwner is the owner under which the controllers key their objects
+// in ipam-server.
+const DefaultOwner = "k8s"
+
+// DefaultResync is how often every resource is reconciled again.
+const DefaultResync = 5 * time.Minute
+
+// reconciler is what the three reconcilers share: the API client, the
+// IPAM client, the owner they key objects by and the resync period.
+type reconciler struct {
+	client   client.Client
+	ipam     ipamv1.IPAMClient
+	owner    string
+	resync   time.Duration
+	recorder recorder.EventRecorder // may be nil
+	now      func() time.Time
+}
+
+// key is the service key of a resource: (owner, namespace, name).
+func (r *reconciler) key(obj client.Object) *ipamv1.Key {
+	return &ipamv1.Key{Owner: r.owner, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+// ensureFinalizer adds the finalizer before anything is created in the
+// service, so nothing can be orphaned.
+func (r *reconciler) ensureFinalizer(ctx context.Context, obj client.Object) error {
+	if controllerutil.ContainsFinalizer(obj, Finalizer) {
+		return nil
+	}
+	orig := obj.DeepCopyObject().(client.Object)
+	controllerutil.AddFinalizer(obj, Finalizer)
+	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("adding finalizer: %w", err)
+	}
+	return nil
+}
+
+// finalize releases a deleted resource in the service with del and then
+// lets it go. A refusal (live children) is written into the Synced
+// condition and retried with backoff; the finalizer holds meanwhile.
+func (r *reconciler) finalize(ctx context.Context, obj client.Object, conds *[]metav1.Condition, action string, del func() error) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	before := append([]metav1.Condition(nil), *conds...)
+	orig := obj.DeepCopyObject().(client.Object)
+	err := del()
+	if err == nil || isNotFound(err) {
+		controllerutil.RemoveFinalizer(obj, Finalizer)
+		if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		log.FromContext(ctx).V(1).Info("released in ipam-server", "action", action)
+		return ctrl.Result{}, nil
+	}
+	o := classify(err, "")
+	if o.synced {
+		setDeleteRefused(conds, o.message, obj.GetGeneration())
+	} else {
+		setConditions(conds, o, obj.GetGeneration())
+	}
+	if !equality.Semantic.DeepEqual(before, *conds) {
+		if perr := r.client.Status().Patch(ctx, obj, client.MergeFrom(orig)); perr != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(perr)
+		}
+		r.event(obj, corev1.EventTypeWarning, "DeleteRefused", action, o.message)
+	}
+	if !o.synced {
+		return ctrl.Result{}, fmt.Errorf("%s: %w", action, err)
+	}
+	return ctrl.Result{RequeueAfter: backoff(*conds, ipamv1alpha1.ConditionTypeSynced, r.now(), r.resync)}, nil
+}
+
+// finish writes the status when it changed since orig, reports a change
+// of readiness as an event, and says when to reconcile again.
+func (r *reconciler) finish(ctx context.Context, obj, orig client.Object, conds []metav1.Condition, origConds []metav1.Condition, o outcome, changed bool, action string, callErr error) (ctrl.Result, error) {
+	if changed {
+		if err := r.client.Status().Patch(ctx, obj, client.MergeFrom(orig)); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if was, is := isReady(origConds), isReady(conds); was != is || (!is && !isSynced(origConds) && isSynced(conds)) {
+			if is {
+				r.event(obj, corev1.EventTypeNormal, ipamv1alpha1.ReasonReady, action, o.message)
+			} else if o.synced {
+				r.event(obj, corev1.EventTypeWarning, ipamv1alpha1.ReasonFailed, action, o.message)
+			}
+		}
+	}
+	switch o.retry {
+	case retryError:
+		return ctrl.Result{}, fmt.Errorf("%s: %w", action, callErr)
+	case retryBackoff:
+		return ctrl.Result{RequeueAfter: backoff(conds, ipamv1alpha1.ConditionTypeReady, r.now(), r.resync)}, nil
+	}
+	return ctrl.Result{RequeueAfter: r.resync}, nil
+}
+
+// event records an event about obj when a recorder is configured.
+func (r *reconciler) event(obj client.Object, eventType, reason, action, note string) {
+	if r.recorder == nil {
+		return
+	}
+	r.recorder.Eventf(obj, nil, eventType, reason, action, "%s", note)
+}
+
+// mergeLabels returns metadata.labels overlaid with spec.labels: the user
+// labels a prefix or allocation carries in the service.
+func mergeLabels(meta, spec map[string]string) map[string]string {
+	if len(meta)+len(spec) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(meta)+len(spec))
+	for k, v := range meta {
+		out[k] = v
+	}
+	for k, v := range spec {
+		out[k] = v
+	}
+	return out
+}

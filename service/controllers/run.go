@@ -1,0 +1,182 @@
+package controllers
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+)
+
+// Name is the controller's name: its event source, its leader-election
+// lease prefix and its default owner in ipam-server logs.
+const Name = "ipam-controller"
+
+// LeaderElectionID is the name of the Lease the controller replicas elect
+// their leader with.
+const LeaderElectionID = "ipam-controller.ipam.nephio.org"
+
+// Config is everything ipam-controller is told on its command line, plus
+// hooks for tests.
+type Config struct {
+	// Kubeconfig is the kubeconfig file; empty means in-cluster (or the
+	// default loading rules: $KUBECONFIG, ~/.kube/config).
+	Kubeconfig string
+	// Server is the host:port of ipam-server.
+	Server string
+	// TLSCA verifies ipam-server's certificate (TLS on when set);
+	// TLSCert and TLSKey are the client certificate for mTLS.
+	TLSCA, TLSCert, TLSKey string
+	// Owner keys every object in ipam-server; DefaultOwner when empty.
+	Owner string
+	// Resync is how often every resource is reconciled again;
+	// DefaultResync when zero.
+	Resync time.Duration
+	// MetricsBindAddress serves controller metrics; "0" turns them off.
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz; empty or "0"
+	// turns them off.
+	HealthProbeBindAddress string
+	// LeaderElect runs leader election so that one replica reconciles;
+	// LeaderElectionNamespace is where its Lease lives (in-cluster: the
+	// pod's namespace).
+	LeaderElect             bool
+	LeaderElectionNamespace string
+
+	// RESTConfig, when set, is used instead of Kubeconfig.
+	RESTConfig *rest.Config
+	// Logger, when set, is the manager's logger.
+	Logger logr.Logger
+	// SkipNameValidation lets a process run more than one manager in turn
+	// (tests restart the controllers).
+	SkipNameValidation bool
+	// DialOptions are added to the gRPC dial options (tests count calls
+	// with an interceptor).
+	DialOptions []grpc.DialOption
+}
+
+// Run reconciles the ipam.nephio.org resources against ipam-server until
+// ctx is cancelled.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Server == "" {
+		return errors.New("--server: the address of ipam-server is required")
+	}
+	restCfg := cfg.RESTConfig
+	if restCfg == nil {
+		var err error
+		if restCfg, err = loadRESTConfig(cfg.Kubeconfig); err != nil {
+			return err
+		}
+	}
+	creds, err := ClientCredentials(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return err
+	}
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, cfg.DialOptions...)
+	conn, err := grpc.NewClient(cfg.Server, dial...)
+	if err != nil {
+		return fmt.Errorf("ipam-server %s: %w", cfg.Server, err)
+	}
+	defer conn.Close()
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := ipamv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	opts := ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsBindAddress},
+		HealthProbeBindAddress:        cfg.HealthProbeBindAddress,
+		LeaderElection:                cfg.LeaderElect,
+		LeaderElectionID:              LeaderElectionID,
+		LeaderElectionNamespace:       cfg.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(cfg.SkipNameValidation)},
+	}
+	if cfg.MetricsBindAddress == "" {
+		opts.Metrics.BindAddress = "0"
+	}
+	if cfg.Logger.GetSink() != nil {
+		opts.Logger = cfg.Logger
+	}
+	mgr, err := ctrl.NewManager(restCfg, opts)
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := Setup(ctx, mgr, ipamv1.NewIPAMClient(conn), Options{Owner: cfg.Owner, Resync: cfg.Resync, EventRecorderName: Name}); err != nil {
+		return fmt.Errorf("controllers: %w", err)
+	}
+	return mgr.Start(ctx)
+}
+
+// loadRESTConfig reads path, or with no path the in-cluster config or the
+// default loading rules.
+func loadRESTConfig(path string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// ClientCredentials are the transport credentials of an ipam-server
+// client: plaintext without a CA, TLS verified by ca with one, and mTLS
+// when a client certificate and key are given too.
+func ClientCredentials(ca, cert, key string) (credentials.TransportCredentials, error) {
+	if ca == "" {
+		if cert != "" || key != "" {
+			return nil, errors.New("--tls-cert and --tls-key need --tls-ca")
+		}
+		return insecure.NewCredentials(), nil
+	}
+	pem, err := os.ReadFile(ca)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--tls-ca %s: no PEM certificate found", ca)
+	}
+	tc := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	switch {
+	case cert != "" && key != "":
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	case cert != "" || key != "":
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	return credentials.NewTLS(tc), nil
+}
