@@ -85,9 +85,7 @@ func startServer(t testing.TB) string {
 	addr := l.Addr().String()
 	l.Close()
 	var log bytes.Buffer
-	// TODO(functions): drop --store memory once server.openFileStore is
-	// wired to service/store/file (it refuses to start until then).
-	cmd := exec.Command(bin, "--listen", addr, "--data-dir", t.TempDir(), "--log-format", "text", "--log-level", "warn", "--store", "memory")
+	cmd := exec.Command(bin, "--listen", addr, "--data-dir", t.TempDir(), "--log-format", "text", "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
