@@ -107,21 +107,22 @@ func (t *tx) putAllocation(os *ownerState, r Allocation) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	r = cloneAlloc(r)
+	r.Labels = maps.Clone(r.Labels)
 	old := os.allocs[nsn(r.Key)]
 	if old != nil && sameAllocPlacement(old.req, r) {
 		if !maps.Equal(old.req.Labels, r.Labels) {
 			if err := t.relabelAlloc(old, r); err != nil {
 				return Result{}, err
 			}
-			t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: &AllocationRecord{Allocation: r, Result: old.res}})
+			t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: &AllocationRecord{Allocation: r, Result: old.result()}})
 		}
-		return old.res, nil
+		return old.result(), nil
 	}
 	v, err := t.vrf(r.NetworkInstance, ObjAllocation, r.Key, "spec.networkInstance")
 	if err != nil {
 		return Result{}, err
 	}
+	r.Selector = v.intern(r.Selector, true)
 	o := &allocObj{req: r, v: v}
 	if addressMode(r) {
 		err = t.placeAddress(o)
@@ -138,8 +139,9 @@ func (t *tx) putAllocation(os *ownerState, r Allocation) (Result, error) {
 		}
 	}
 	t.setAlloc(os, nsn(r.Key), o)
-	t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: &AllocationRecord{Allocation: r, Result: o.res}})
-	return o.res, nil
+	res := o.result()
+	t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: &AllocationRecord{Allocation: r, Result: res}})
+	return res, nil
 }
 
 func (t *tx) setAlloc(os *ownerState, k nsName, o *allocObj) {
@@ -226,19 +228,16 @@ func addrResult(n *node, off, cnt uint64) Result {
 func (t *tx) takeAddr(o *allocObj, n *node, off, cnt uint64) {
 	t.hold(n, off, cnt, o)
 	o.node, o.off, o.n = n, off, cnt
-	o.res = addrResult(n, off, cnt)
 }
 
 func (t *tx) claimHost(o *allocObj, h *hostEntry) {
 	t.setClaim(&h.claim, o)
 	o.node, o.off, o.n, o.host = h.node, h.off, 1, h
-	o.res = addrResult(h.node, h.off, 1)
 }
 
 func (t *tx) claimPre(o *allocObj, p *preAlloc) {
 	t.setClaim(&p.claim, o)
 	o.node, o.off, o.n, o.pre = p.rng.node, p.off, 1, p
-	o.res = addrResult(p.rng.node, p.off, 1)
 }
 
 // placeAddress decides the address(es) of an address-mode request: an
@@ -323,7 +322,7 @@ func (t *tx) placeAddress(o *allocObj) error {
 func (t *tx) placeExactAddress(o *allocObj, cnt uint64) error {
 	r, v := o.req, o.v
 	a := r.Prefix.Addr()
-	n := v.bitmapNodeFor(a)
+	n := t.bitmapNodeFor(v, a)
 	if n == nil || n.kind != r.Kind {
 		return errf(ErrNotFound, ObjAllocation, r.Key, "spec.prefix", "no %s prefix contains %s in network instance %s", r.Kind, a, v.name)
 	}
@@ -414,13 +413,12 @@ func (t *tx) bindSub(o *allocObj, n *node) {
 	n.alloc = o
 	t.onUndo(func() { n.alloc = nil })
 	o.sub = n
-	o.res = Result{NetworkInstance: n.v.name, Prefix: n.prefix}
 }
 
 // placeRecorded re-places a recorded allocation at its recorded result,
 // without deciding anything (replay and restore).
-func (t *tx) placeRecorded(o *allocObj) error {
-	r, res, v := o.req, o.res, o.v
+func (t *tx) placeRecorded(o *allocObj, res Result) error {
+	r, v := o.req, o.v
 	if !addressMode(r) {
 		n, err := t.insertNode(v, res.Prefix, r.Kind, r.Labels[LabelNetworkName], r.Labels, ObjAllocation, r.Key)
 		if err != nil {
@@ -430,7 +428,7 @@ func (t *tx) placeRecorded(o *allocObj) error {
 		return nil
 	}
 	a := res.Prefix.Addr()
-	n := v.bitmapNodeFor(a)
+	n := t.bitmapNodeFor(v, a)
 	if n == nil {
 		return errf(ErrNotFound, ObjAllocation, r.Key, "status.prefix", "no network or loopback holds %s", a)
 	}

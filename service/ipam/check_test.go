@@ -137,12 +137,12 @@ func checkInvariants(t testing.TB, a *Allocator) {
 	byVRF := map[string][]span{}
 	for _, os := range a.owners {
 		for _, o := range slices.Collect(maps.Values(os.allocs)) {
-			lo := o.res.Prefix.Addr()
+			lo := o.result().Prefix.Addr()
 			hi := lo
 			if o.sub != nil {
 				lo, hi = o.sub.prefix.Addr(), lastAddr(o.sub.prefix)
-			} else if o.res.Last.IsValid() {
-				hi = o.res.Last
+			} else if o.result().Last.IsValid() {
+				hi = o.result().Last
 			}
 			for _, s := range byVRF[o.v.name] {
 				if !(hi.Less(s.lo) || s.hi.Less(lo)) && o.sub == nil {

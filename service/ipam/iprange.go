@@ -156,7 +156,7 @@ func (t *tx) removeRange(o *rangeObj) error {
 		return user == nil
 	})
 	if user != nil {
-		return errf(ErrInUse, ObjRange, o.spec.Key, "", "address %s of the range is allocated to %s %s", user.res.Prefix.Addr(), ObjAllocation, user.req.Key)
+		return errf(ErrInUse, ObjRange, o.spec.Key, "", "address %s of the range is allocated to %s %s", user.result().Prefix.Addr(), ObjAllocation, user.req.Key)
 	}
 	for _, p := range g.pre {
 		t.unhold(n, p.off, 1)

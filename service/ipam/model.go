@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -19,6 +20,48 @@ type vrf struct {
 	roots [2]*node // 0.0.0.0/0 and ::/0: hold the top-level aggregates
 	nodes map[netip.Prefix]*node
 	index labelIndex
+	// interned holds one shared copy of each selector allocations use, so
+	// the thousands of allocations of one network share one map.
+	interned map[string]Labels
+}
+
+// maxInterned bounds the interned selectors of a VRF; past it, selectors
+// are copied per allocation.
+const maxInterned = 4096
+
+// intern returns a shared, never mutated copy of l (nil for an empty
+// map). copyNew says whether l belongs to the caller and must be copied
+// before it is kept.
+func (v *vrf) intern(l Labels, copyNew bool) Labels {
+	if len(l) == 0 {
+		return nil
+	}
+	var buf [256]byte
+	key := buf[:0]
+	keys := make([]string, 0, 8)
+	for k := range l {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		key = append(key, k...)
+		key = append(key, 0)
+		key = append(key, l[k]...)
+		key = append(key, 0)
+	}
+	if s, ok := v.interned[string(key)]; ok {
+		return s
+	}
+	if copyNew {
+		l = maps.Clone(l)
+	}
+	if len(v.interned) < maxInterned {
+		if v.interned == nil {
+			v.interned = make(map[string]Labels)
+		}
+		v.interned[string(key)] = l
+	}
+	return l
 }
 
 func newVRF(name string) *vrf {
@@ -131,7 +174,6 @@ type rangeObj struct {
 
 type allocObj struct {
 	req Allocation
-	res Result
 	v   *vrf
 	// Address placement: offsets [off, off+n-1] of node, possibly through
 	// a static host entry or a pre-allocation. Prefix placement: sub.
@@ -141,6 +183,15 @@ type allocObj struct {
 	host *hostEntry
 	pre  *preAlloc
 	sub  *node
+}
+
+// result is what the allocation resolved to, derived from its placement
+// (the gateway is its network's current one).
+func (o *allocObj) result() Result {
+	if o.sub != nil {
+		return Result{NetworkInstance: o.v.name, Prefix: o.sub.prefix}
+	}
+	return addrResult(o.node, o.off, o.n)
 }
 
 func (n *node) isBitmap() bool { return n.addrs != nil }

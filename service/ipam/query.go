@@ -135,7 +135,9 @@ func (a *Allocator) GetAllocation(key Key) (AllocationRecord, error) {
 	found := false
 	a.readOwners(key.Owner, func(os *ownerState) {
 		if o := os.allocs[nsn(key)]; o != nil {
-			rec, found = AllocationRecord{Allocation: cloneAlloc(o.req), Result: o.res}, true
+			o.v.mu.RLock()
+			rec, found = AllocationRecord{Allocation: cloneAlloc(o.req), Result: o.result()}, true
+			o.v.mu.RUnlock()
 		}
 	})
 	if !found {
@@ -150,7 +152,9 @@ func (a *Allocator) ListAllocations(f Filter) []AllocationRecord {
 	a.readOwners(f.Owner, func(os *ownerState) {
 		for _, k := range slices.SortedFunc(maps.Keys(os.allocs), compareNsName) {
 			if o := os.allocs[k]; f.matches(os.name, o.v.name, o.req.Labels) {
-				out = append(out, AllocationRecord{Allocation: cloneAlloc(o.req), Result: o.res})
+				o.v.mu.RLock()
+				out = append(out, AllocationRecord{Allocation: cloneAlloc(o.req), Result: o.result()})
+				o.v.mu.RUnlock()
 			}
 		}
 	})

@@ -42,9 +42,9 @@ func (a *Allocator) Snapshot(at func()) []Record {
 		}
 		for _, k := range slices.SortedFunc(maps.Keys(os.allocs), compareNsName) {
 			o := os.allocs[k]
-			rec := Record{Op: OpPutAllocation, Key: o.req.Key, Allocation: &AllocationRecord{Allocation: o.req, Result: o.res}}
+			rec := Record{Op: OpPutAllocation, Key: o.req.Key, Allocation: &AllocationRecord{Allocation: o.req, Result: o.result()}}
 			if o.sub != nil {
-				tree = append(tree, placed{o.res.Prefix.Bits(), 0, rec})
+				tree = append(tree, placed{o.sub.prefix.Bits(), 0, rec})
 			} else {
 				addrs = append(addrs, rec)
 			}
@@ -63,17 +63,18 @@ func (a *Allocator) Snapshot(at func()) []Record {
 	return append(recs, addrs...)
 }
 
-// Apply replays records (a snapshot, then a log) in order. Put records
-// replace the object of their key; allocations are placed at their recorded
-// result without deciding anything again. Apply is atomic: on error nothing
-// of recs is applied. It does not journal what it applies.
+// Apply replays records (a snapshot, then a log) in order, as a store does
+// to restore the state. Put records replace the object of their key;
+// allocations are placed at their recorded result without deciding
+// anything again. Apply journals nothing and keeps no undo log: on error
+// the allocator is left part-way and must be discarded (restore into a
+// fresh one). Apply takes ownership of the records' maps.
 func (a *Allocator) Apply(recs []Record) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	t := &tx{a: a}
+	t := &tx{a: a, replay: true}
 	for i, r := range recs {
 		if err := t.apply(r); err != nil {
-			t.rollback()
 			return fmt.Errorf("record %d (%s %s): %w", i, r.Op, r.Key, err)
 		}
 	}
@@ -122,21 +123,21 @@ func (t *tx) putRecordedAllocation(os *ownerState, rec AllocationRecord) error {
 	if err != nil {
 		return err
 	}
-	r = cloneAlloc(r)
 	v, err := t.vrf(rec.Result.NetworkInstance, ObjAllocation, r.Key, "status")
 	if err != nil {
 		return err
 	}
+	r.Selector = v.intern(r.Selector, false)
 	if old := os.allocs[nsn(r.Key)]; old != nil {
 		if err := t.releaseAlloc(old); err != nil {
 			return err
 		}
 	}
-	o := &allocObj{req: r, res: rec.Result, v: v}
-	if err := t.placeRecorded(o); err != nil {
+	o := &allocObj{req: r, v: v}
+	if err := t.placeRecorded(o, rec.Result); err != nil {
 		return err
 	}
 	t.setAlloc(os, nsn(r.Key), o)
-	t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: &AllocationRecord{Allocation: r, Result: o.res}})
+	t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: &AllocationRecord{Allocation: r, Result: o.result()}})
 	return nil
 }

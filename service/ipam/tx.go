@@ -17,11 +17,37 @@ type tx struct {
 	locked map[*vrf]bool // the VRFs locked for it; nil: all (allocator-wide lock)
 	recs   []Record
 	undo   []func()
+	// replay marks Apply: it journals nothing and keeps no undo log.
+	replay bool
+	// bitmap caches the last network or loopback node an address was
+	// found in; such nodes have no children, so one that contains an
+	// address is the node of that address.
+	bitmap *node
 }
 
-func (t *tx) onUndo(f func()) { t.undo = append(t.undo, f) }
+func (t *tx) onUndo(f func()) {
+	if !t.replay {
+		t.undo = append(t.undo, f)
+	}
+}
 
-func (t *tx) record(r Record) { t.recs = append(t.recs, r) }
+func (t *tx) record(r Record) {
+	if !t.replay {
+		t.recs = append(t.recs, r)
+	}
+}
+
+// bitmapNodeFor returns the network or loopback node holding a.
+func (t *tx) bitmapNodeFor(v *vrf, a netip.Addr) *node {
+	if n := t.bitmap; n != nil && n.v == v && n.prefix.Contains(a) && v.nodes[n.prefix] == n {
+		return n
+	}
+	n := v.bitmapNodeFor(a)
+	if n != nil {
+		t.bitmap = n
+	}
+	return n
+}
 
 // mark returns a savepoint for rollbackTo.
 func (t *tx) mark() (int, int) { return len(t.undo), len(t.recs) }
