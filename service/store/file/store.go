@@ -80,7 +80,11 @@ func Open(dir string, opts Options) (*Store, error) {
 // must be fresh (empty), and remembers a for automatic snapshots. It returns
 // an error when a record does not decode or does not apply: the store then
 // holds something this version cannot read, and serving from a partial state
-// would hand out taken addresses.
+// would hand out taken addresses. After an error a holds part of the state
+// and must be discarded.
+//
+// Decoded records share their label maps and strings with each other; the
+// core copies or interns what it keeps and never mutates stored maps.
 func (s *Store) Restore(a *ipam.Allocator) error {
 	if err := s.check(); err != nil {
 		return err
