@@ -34,8 +34,18 @@ type Hub struct {
 	published uint64                   // batches below are published
 	done      map[uint64][]ipam.Record // durable batches waiting for earlier ones
 	watchers  map[*watcher]struct{}    // open watchers
-	vrfOf     map[objectKey]string     // VRF of live objects, for deletes
 	closed    bool
+
+	// Delete records name only the key, so watchers filtered by network
+	// instance need the network instance of every live prefix, range and
+	// allocation. That index costs memory per object and a scan of the
+	// allocator to build, so it is built when the first such watcher
+	// subscribes and kept from then on. (If the core's delete records
+	// carried their network instance, it would not be needed.)
+	alloc      *ipam.Allocator
+	indexOnce  sync.Once
+	vrfOf      map[objectKey]string // nil until built
+	tombstones map[objectKey]bool   // deletions published while the index is built
 }
 
 // objectKey names an object of any kind.
@@ -54,25 +64,49 @@ func NewHub(store ipam.Journal, buffer int, log *slog.Logger) *Hub {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{store: store, log: log, buffer: buffer, done: map[uint64][]ipam.Record{},
-		watchers: map[*watcher]struct{}{}, vrfOf: map[objectKey]string{}}
+	return &Hub{store: store, log: log, buffer: buffer, done: map[uint64][]ipam.Record{}, watchers: map[*watcher]struct{}{}}
 }
 
-// Seed records the network instance of every object the allocator holds,
-// so that deletions of objects restored from the store can be filtered by
-// network instance. Call it after the restore, before serving.
-func (h *Hub) Seed(a *ipam.Allocator) {
+// Attach tells the hub which allocator it journals for, so that it can
+// look up the network instance of existing objects for watchers filtered
+// by network instance. Call it before serving.
+func (h *Hub) Attach(a *ipam.Allocator) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, p := range a.ListPrefixes(ipam.Filter{}) {
-		h.vrfOf[objectKey{ipamv1.ObjectKind_OBJECT_KIND_PREFIX, p.Prefix.Key}] = p.Prefix.NetworkInstance
-	}
-	for _, r := range a.ListRanges(ipam.Filter{}) {
-		h.vrfOf[objectKey{ipamv1.ObjectKind_OBJECT_KIND_RANGE, r.Key}] = r.NetworkInstance
-	}
-	for _, r := range a.ListAllocations(ipam.Filter{}) {
-		h.vrfOf[objectKey{ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION, r.Allocation.Key}] = r.Result.NetworkInstance
-	}
+	h.alloc = a
+}
+
+// buildIndex builds the network-instance index once. Publishing goes on
+// meanwhile: events published during the scan win over what the scan saw.
+func (h *Hub) buildIndex() {
+	h.indexOnce.Do(func() {
+		h.mu.Lock()
+		a := h.alloc
+		h.vrfOf, h.tombstones = map[objectKey]string{}, map[objectKey]bool{}
+		h.mu.Unlock()
+		if a == nil {
+			return
+		}
+		scanned := map[objectKey]string{}
+		for _, p := range a.ListPrefixes(ipam.Filter{}) {
+			scanned[objectKey{ipamv1.ObjectKind_OBJECT_KIND_PREFIX, p.Prefix.Key}] = p.Prefix.NetworkInstance
+		}
+		for _, r := range a.ListRanges(ipam.Filter{}) {
+			scanned[objectKey{ipamv1.ObjectKind_OBJECT_KIND_RANGE, r.Key}] = r.NetworkInstance
+		}
+		for _, r := range a.ListAllocations(ipam.Filter{}) {
+			scanned[objectKey{ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION, r.Allocation.Key}] = r.Result.NetworkInstance
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for k, vrf := range scanned {
+			if _, seen := h.vrfOf[k]; !seen && !h.tombstones[k] {
+				h.vrfOf[k] = vrf
+			}
+		}
+		h.tombstones = nil
+		h.log.Info("watch: built the network instance index", "objects", len(h.vrfOf))
+	})
 }
 
 // Append implements ipam.Journal. It is called with the mutated VRFs
@@ -129,17 +163,24 @@ func (h *Hub) complete(seq uint64, recs []ipam.Record) {
 
 // publish sends one record to the watchers it matches; h.mu is held.
 func (h *Hub) publish(r ipam.Record) {
-	kind := kindOfOp(r.Op)
 	vrf := recordVRF(r)
-	ok := objectKey{kind, r.Key}
-	switch r.Op {
-	case ipam.OpPutPrefix, ipam.OpPutRange, ipam.OpPutAllocation:
-		h.vrfOf[ok] = vrf
-	case ipam.OpDeletePrefix, ipam.OpDeleteRange, ipam.OpDeleteAllocation:
-		if vrf == "" {
-			vrf = h.vrfOf[ok]
+	if h.vrfOf != nil {
+		ok := objectKey{kindOfOp(r.Op), r.Key}
+		switch r.Op {
+		case ipam.OpPutPrefix, ipam.OpPutRange, ipam.OpPutAllocation:
+			h.vrfOf[ok] = vrf
+			if h.tombstones != nil {
+				delete(h.tombstones, ok)
+			}
+		case ipam.OpDeletePrefix, ipam.OpDeleteRange, ipam.OpDeleteAllocation:
+			if vrf == "" {
+				vrf = h.vrfOf[ok]
+			}
+			delete(h.vrfOf, ok)
+			if h.tombstones != nil {
+				h.tombstones[ok] = true
+			}
 		}
-		delete(h.vrfOf, ok)
 	}
 	if len(h.watchers) == 0 {
 		return
@@ -190,6 +231,9 @@ type Subscription struct {
 // Subscribe opens a subscription to the changes of one network instance
 // and owner (empty strings match everything).
 func (h *Hub) Subscribe(vrf, owner string) (*Subscription, error) {
+	if vrf != "" {
+		h.buildIndex()
+	}
 	w := &watcher{vrf: vrf, owner: owner, events: make(chan *ipamv1.WatchEvent, h.buffer), stopped: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -267,8 +267,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		gs.Stop()
 		return fmt.Errorf("restore: %w", err)
 	}
-	hub.Seed(a)
-	log.Info("restored", "network_instances", len(a.ListNetworkInstances(ipam.Filter{})), "duration", time.Since(start).String())
+	hub.Attach(a)
+	log.Info("ready", "network_instances", len(a.ListNetworkInstances(ipam.Filter{})), "restore_duration", time.Since(start).String())
 	if cfg.Demo {
 		if err := seedDemo(a, log); err != nil {
 			gs.Stop()

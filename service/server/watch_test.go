@@ -171,3 +171,78 @@ func TestWatchSlowWatcher(t *testing.T) {
 		t.Errorf("fresh watch got %v", got)
 	}
 }
+
+// TestWatchIndexUnderChurn subscribes the first watcher filtered by network
+// instance (which builds the hub's index of existing objects) while other
+// clients allocate and release, then releases everything: the watcher sees
+// the deletion of every object that still existed.
+func TestWatchIndexUnderChurn(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	c := ts.Client(t)
+	ctx := context.Background()
+	seed(t, c)
+	must(t, call(c.CreatePrefix(ctx, &ipamv1.CreatePrefixRequest{Prefix: &ipamv1.Prefix{Key: key("big"), NetworkInstance: "vpc-1", Prefix: "10.0.16.0/20", Network: "big"}})))
+	sel := map[string]string{"nephio.org/network-instance": "vpc-1", "nephio.org/network-name": "big"}
+	req := &ipamv1.SyncRequest{Owner: "bulk"}
+	for i := range 2000 {
+		req.Allocations = append(req.Allocations, &ipamv1.Allocation{Key: &ipamv1.Key{Name: fmt.Sprint("b", i)}, Selector: sel})
+	}
+	must(t, call(c.Sync(ctx, req)))
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := &ipamv1.Key{Owner: "churn", Name: fmt.Sprint("c", g, "-", i)}
+				if _, err := c.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: &ipamv1.Allocation{Key: k, Selector: sel}}); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%2 == 0 {
+					if _, err := c.Release(ctx, &ipamv1.DeleteRequest{Key: k}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	w, err := c.Watch(wctx, &ipamv1.WatchRequest{NetworkInstance: "vpc-1"})
+	must(t, err)
+	_, err = w.Header()
+	must(t, err)
+	time.Sleep(50 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	// Release everything that is left; the watcher must see each deletion.
+	resp, err := c.List(ctx, &ipamv1.ListRequest{Kind: allocKind, PageSize: 5000})
+	must(t, err)
+	want := map[string]bool{}
+	for _, o := range resp.GetObjects() {
+		k := o.GetAllocation().GetAllocation().GetKey()
+		must(t, call(c.Release(ctx, &ipamv1.DeleteRequest{Key: k})))
+		want[k.GetName()] = true
+	}
+	if len(want) < 2000 {
+		t.Fatalf("only %d allocations left", len(want))
+	}
+	for len(want) > 0 {
+		ev, err := w.Recv()
+		if err != nil {
+			t.Fatalf("%v with %d deletions not seen", err, len(want))
+		}
+		if ev.GetType() == ipamv1.WatchEvent_TYPE_DELETE {
+			delete(want, ev.GetKey().GetName())
+		}
+	}
+}
