@@ -205,3 +205,34 @@ spec:
 		t.Errorf("%s: result %+v", names[loser], r)
 	}
 }
+
+// TestRenderServerFromEnvironment: kpt passes its environment to exec
+// functions, so IPAM_SERVER works when the functionConfig names no server.
+func TestRenderServerFromEnvironment(t *testing.T) {
+	fnBin := filepath.Join(binaries(t), "ipam-fn")
+	addr := startServer(t)
+	pkg := writePackage(t, t.TempDir(), "from-env", fnBin, nil, map[string]string{"resources.yaml": `apiVersion: ipam.nephio.org/v1alpha1
+kind: NetworkInstance
+metadata:
+  name: vpc-env
+spec:
+  prefixes:
+  - prefix: 10.7.0.0/16
+---
+apiVersion: ipam.nephio.org/v1alpha1
+kind: IPPrefix
+metadata:
+  name: net-env
+spec:
+  prefix: 10.7.1.0/24
+  network: net-env
+  networkInstance: vpc-env
+---
+` + allocation("alloc-env", "vpc-env", "net-env")})
+	if out, ok := renderEnv(t, pkg, t.TempDir(), "IPAM_SERVER="+addr); !ok {
+		t.Fatalf("render with IPAM_SERVER=%s failed:\n%s", addr, out)
+	}
+	if d := git(t, pkg, "diff"); !strings.Contains(d, "+  prefix: 10.7.1.1/24") {
+		t.Errorf("alloc-env did not get 10.7.1.1/24:\n%s", d)
+	}
+}

@@ -128,6 +128,12 @@ func startServer(t testing.TB) string {
 // package's functionConfig is what counts.
 func render(t testing.TB, dir, resultsDir string) (string, bool) {
 	t.Helper()
+	return renderEnv(t, dir, resultsDir)
+}
+
+// renderEnv is render with env (KEY=value) added to the environment.
+func renderEnv(t testing.TB, dir, resultsDir string, env ...string) (string, bool) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, kptPath(t), "fn", "render", "--allow-exec", "--truncate-output=false", "--results-dir", resultsDir, dir)
@@ -136,6 +142,7 @@ func render(t testing.TB, dir, resultsDir string) (string, bool) {
 			cmd.Env = append(cmd.Env, e)
 		}
 	}
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {

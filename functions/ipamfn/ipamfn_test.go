@@ -454,3 +454,12 @@ func TestParseConfig(t *testing.T) {
 		})
 	}
 }
+
+func TestProcessWithoutOwner(t *testing.T) {
+	// No data.owner and no Kptfile: nothing to key the objects by.
+	objs := items(t, "resources.yaml", seed)
+	_, results, err := ipamfn.Process(context.Background(), nil, ipamfn.Config{Prune: true}, objs)
+	if !errors.Is(err, ipamfn.ErrFailed) || len(results) != 1 || !strings.Contains(results[0].Message, "data.owner") {
+		t.Fatalf("err %v, results %v", err, results)
+	}
+}
