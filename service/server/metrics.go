@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"time"
@@ -9,8 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/codes"
 
 	"github.com/nephio-project/ipam/service/ipam"
 )
@@ -58,25 +56,10 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
 }
 
-// UnaryInterceptor observes the latency of unary calls.
-func (m *Metrics) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	start := time.Now()
-	resp, err := handler(ctx, req)
-	m.observe(info.FullMethod, err, start)
-	return resp, err
-}
-
-// StreamInterceptor observes the duration of streaming calls.
-func (m *Metrics) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	start := time.Now()
-	err := handler(srv, ss)
-	m.observe(info.FullMethod, err, start)
-	return err
-}
-
-func (m *Metrics) observe(fullMethod string, err error, start time.Time) {
+// observe records the latency of one call.
+func (m *Metrics) observe(fullMethod string, code codes.Code, start time.Time) {
 	method := fullMethod[strings.LastIndexByte(fullMethod, '/')+1:]
-	m.rpc.WithLabelValues(method, status.Code(err).String()).Observe(time.Since(start).Seconds())
+	m.rpc.WithLabelValues(method, code.String()).Observe(time.Since(start).Seconds())
 }
 
 // stateCollector computes the allocation and prefix gauges from the core

@@ -12,17 +12,13 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/ipam"
@@ -217,15 +213,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			return fmt.Errorf("listen: %w", err)
 		}
 	}
-	var ready atomic.Bool
-	unary := append([]grpc.UnaryServerInterceptor{metrics.UnaryInterceptor, readyUnary(&ready), logUnary(log)}, cfg.UnaryInterceptors...)
+	calls := &callGate{metrics: metrics, log: log}
+	unary := append([]grpc.UnaryServerInterceptor{calls.unary}, cfg.UnaryInterceptors...)
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		// Reused handler goroutines keep their grown stacks: a fresh
 		// goroutine per call spends a tenth of the call growing its stack.
 		grpc.NumStreamWorkers(StreamWorkers),
 		grpc.ChainUnaryInterceptor(unary...),
-		grpc.ChainStreamInterceptor(metrics.StreamInterceptor, readyStream(&ready)),
+		grpc.StreamInterceptor(calls.stream),
 	}
 	if tlsConf != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
@@ -275,7 +271,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
-	ready.Store(true)
+	calls.ready.Store(true)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(ipamv1.IPAM_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 
@@ -314,49 +310,6 @@ func storeName(cfg Config) string {
 		return "file"
 	}
 	return cfg.Store
-}
-
-// errNotReady answers IPAM calls while the state is being restored.
-var errNotReady = status.Error(codes.Unavailable, "ipam-server is restoring its state; retry shortly")
-
-func isIPAMMethod(fullMethod string) bool {
-	return strings.HasPrefix(fullMethod, "/"+ipamv1.IPAM_ServiceDesc.ServiceName+"/")
-}
-
-func readyUnary(ready *atomic.Bool) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if !ready.Load() && isIPAMMethod(info.FullMethod) {
-			return nil, errNotReady
-		}
-		return handler(ctx, req)
-	}
-}
-
-func readyStream(ready *atomic.Bool) grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if !ready.Load() && isIPAMMethod(info.FullMethod) {
-			return errNotReady
-		}
-		return handler(srv, ss)
-	}
-}
-
-// logUnary logs failed calls: client errors at debug level, server-side
-// failures (Internal, Unavailable, Unknown) as errors.
-func logUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		resp, err := handler(ctx, req)
-		if err != nil {
-			st := status.Convert(err)
-			switch st.Code() {
-			case codes.Internal, codes.Unavailable, codes.Unknown, codes.DataLoss:
-				log.Error("call failed", "method", info.FullMethod, "code", st.Code().String(), "err", st.Message())
-			default:
-				log.Debug("call refused", "method", info.FullMethod, "code", st.Code().String(), "err", st.Message())
-			}
-		}
-		return resp, err
-	}
 }
 
 // seedDemo creates the demo network instance of the README when the state
