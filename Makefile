@@ -51,7 +51,8 @@ demo: ## run (as make run) for the five-minute tour; use bin/ipamctl in another 
 	@echo "demo:   bin/ipamctl tree vpc-1"
 	$(BIN)/ipam-server --listen 127.0.0.1:9090 --data-dir $(BIN)/data --demo
 
-test: verify ## build the tools the tests need under bin/ and run all tests
+test: export KUBEBUILDER_ASSETS := $(TESTBIN)
+test: verify testbin ## build the tools the tests need under bin/ and run all tests
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
@@ -70,7 +71,7 @@ fuzz: ## run every Fuzz* target for FUZZTIME (default 20s) each
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg" < /dev/null; \
 	done <<< "$$targets"
 
-generate: generate-api generate-proto ## regenerate all committed generated code
+generate: generate-api generate-proto blueprint-crds ## regenerate all committed generated code
 
 generate-api: controller-gen ## regenerate deepcopy and CRD YAML of api/ipam
 	rm -f api/ipam/v1alpha1/crds/*.yaml
@@ -129,6 +130,24 @@ image: ## build the ipam-fn container image ipam-fn:dev (FROM scratch, nothing p
 	cp $(BIN)/ipam-fn functions/Dockerfile.local functions/image/passwd functions/image/group "$$ctx"/; \
 	docker buildx version >/dev/null 2>&1 || export DOCKER_BUILDKIT=0; \
 	docker build -t ipam-fn:dev -f "$$ctx"/Dockerfile.local "$$ctx"
+
+# The API server envtest runs the controller tests against (ENVIRONMENT.md):
+# etcd and kube-apiserver built from the Go module proxy into bin/k8s, in
+# throwaway modules under bin/k8s/.build; bin/k8s/.versions records what
+# was built, so the build is skipped while it matches these pins.
+ETCD_VERSION           := v3.5.21
+KUBE_APISERVER_VERSION := v1.32.13
+TESTBIN                := $(BIN)/k8s
+
+.PHONY: testbin blueprint-crds
+
+testbin: ## build etcd and kube-apiserver for envtest into bin/k8s unless they are there at the pinned versions
+	ETCD_VERSION=$(ETCD_VERSION) KUBE_VERSION=$(KUBE_APISERVER_VERSION) service/controllers/testbin/build.sh $(TESTBIN)
+
+blueprint-crds: generate-api ## copy the generated CRDs into the blueprints/ipam kpt package
+	rm -f blueprints/ipam/crds/*.yaml
+	mkdir -p blueprints/ipam/crds
+	cp api/ipam/v1alpha1/crds/*.yaml blueprints/ipam/crds/
 
 clean: ## remove bin/ (binaries and installed tools)
 	rm -rf $(BIN)
