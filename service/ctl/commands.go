@@ -29,6 +29,7 @@ const (
 // labelFlag collects repeated key=value flags.
 type labelFlag map[string]string
 
+// String renders the labels as k=v,k=v in key order.
 func (l labelFlag) String() string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(l)) {
@@ -37,6 +38,7 @@ func (l labelFlag) String() string {
 	return strings.Join(parts, ",")
 }
 
+// Set adds one or more comma-separated key=value pairs.
 func (l labelFlag) Set(s string) error {
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(kv, "=")
@@ -51,8 +53,10 @@ func (l labelFlag) Set(s string) error {
 // listFlag collects repeated string flags.
 type listFlag []string
 
+// String joins the values with commas.
 func (l *listFlag) String() string { return strings.Join(*l, ",") }
 
+// Set appends a value.
 func (l *listFlag) Set(s string) error {
 	*l = append(*l, s)
 	return nil

@@ -168,6 +168,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // usageError is a bad flag value found while running a command.
 type usageError struct{ msg string }
 
+// Error returns the message.
 func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }

@@ -24,8 +24,10 @@ type codedError struct {
 	cause    error
 }
 
+// Error returns the message.
 func (e *codedError) Error() string { return e.msg }
 
+// Unwrap returns the sentinel and the cause, if any.
 func (e *codedError) Unwrap() []error {
 	if e.cause == nil {
 		return []error{e.sentinel}

@@ -73,11 +73,13 @@ var (
 		[]string{"network_instance", "prefix", "kind", "name"}, nil)
 )
 
+// Describe sends the descriptors of the computed gauges.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- allocationsDesc
 	ch <- freeDesc
 }
 
+// Collect reads the allocations and prefix trees of every network instance.
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[string]int{}
 	for _, ni := range c.a.ListNetworkInstances(ipam.Filter{}) {

@@ -102,6 +102,7 @@ type Store interface {
 // memoryStore keeps nothing: every change is "durable" at once.
 type memoryStore struct{}
 
+// Append, Restore, Snapshot and Close of the memory store do nothing.
 func (memoryStore) Append([]ipam.Record) func() error { return nil }
 func (memoryStore) Restore(*ipam.Allocator) error     { return nil }
 func (memoryStore) Snapshot(*ipam.Allocator) error    { return nil }
