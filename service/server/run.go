@@ -265,13 +265,14 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("restore: %w", err)
 	}
 	hub.Attach(a)
-	log.Info("ready", "network_instances", len(a.ListNetworkInstances(ipam.Filter{})), "restore_duration", time.Since(start).String())
+	restored := time.Since(start)
 	if cfg.Demo {
 		if err := seedDemo(a, log); err != nil {
 			gs.Stop()
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
+	log.Info("ready", "network_instances", len(a.ListNetworkInstances(ipam.Filter{})), "restore_duration", restored.String())
 	calls.ready.Store(true)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(ipamv1.IPAM_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
