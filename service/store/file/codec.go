@@ -416,7 +416,7 @@ func appendAlloc(dst []byte, rk ipam.Key, ar *ipam.AllocationRecord) []byte {
 type decoder struct {
 	strs   map[string]string
 	labels map[string]ipam.Labels
-	slab   []ipam.AllocationRecord // allocation records are carved from it
+	slab   []ipam.AllocationRecord // zeroed records that newAllocation hands out
 }
 
 const (
@@ -424,7 +424,6 @@ const (
 	maxInternLen    = 64      // longer strings are not interned
 	maxCachedLabels = 1 << 12 // label maps kept by one decoder
 	maxCachedLen    = 256     // longer label encodings are not cached
-	slabSize        = 1 << 10 // allocation records allocated at once
 )
 
 // decodeRecord decodes one record from b; all of b must be consumed.
@@ -463,12 +462,12 @@ func (d *decoder) intern(b []byte) string {
 	return s
 }
 
-// newAllocation returns a zero AllocationRecord. Records are allocated in
-// slabs: the core copies what it keeps, so a slab lives only as long as the
-// decoded records pointing into it.
+// newAllocation returns a zero AllocationRecord from the slab, or from the
+// heap when the slab is used up. Restore gives the decoder the slab of the
+// chunk being filled and recycles it once the chunk is applied.
 func (d *decoder) newAllocation() *ipam.AllocationRecord {
 	if len(d.slab) == 0 {
-		d.slab = make([]ipam.AllocationRecord, slabSize)
+		return new(ipam.AllocationRecord)
 	}
 	ar := &d.slab[0]
 	d.slab = d.slab[1:]

@@ -46,8 +46,8 @@ func writeSnapshot(w io.Writer, recs []ipam.Record) error {
 }
 
 // readSnapshot decodes a snapshot payload from r and hands its records to
-// emit in order, in chunks of at most chunk records; emit owns each chunk.
-func readSnapshot(r io.Reader, d *decoder, chunk int, emit func([]ipam.Record) error) error {
+// emit in order.
+func readSnapshot(r io.Reader, d *decoder, emit func(ipam.Record) error) error {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var head [len(snapMagic) + 1]byte
 	if _, err := io.ReadFull(br, head[:]); err != nil {
@@ -59,7 +59,6 @@ func readSnapshot(r io.Reader, d *decoder, chunk int, emit func([]ipam.Record) e
 	if head[len(snapMagic)] != snapVersion {
 		return fmt.Errorf("%w: unknown version %d", errSnapshot, head[len(snapMagic)])
 	}
-	recs := make([]ipam.Record, 0, chunk)
 	var n uint64
 	var big []byte
 	for {
@@ -96,12 +95,8 @@ func readSnapshot(r io.Reader, d *decoder, chunk int, emit func([]ipam.Record) e
 			br.Discard(int(size))
 		}
 		n++
-		recs = append(recs, rec)
-		if len(recs) == chunk {
-			if err := emit(recs); err != nil {
-				return err
-			}
-			recs = make([]ipam.Record, 0, chunk)
+		if err := emit(rec); err != nil {
+			return err
 		}
 	}
 	count, err := binary.ReadUvarint(br)
@@ -113,9 +108,6 @@ func readSnapshot(r io.Reader, d *decoder, chunk int, emit func([]ipam.Record) e
 	}
 	if _, err := br.ReadByte(); err != io.EOF {
 		return fmt.Errorf("%w: data after the end", errSnapshot)
-	}
-	if len(recs) > 0 {
-		return emit(recs)
 	}
 	return nil
 }

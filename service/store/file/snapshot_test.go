@@ -29,31 +29,26 @@ func snapshotRecords(n int) []ipam.Record {
 
 func TestSnapshotRoundTrip(t *testing.T) {
 	for _, n := range []int{0, 1, 99, 1000} {
-		for _, chunk := range []int{1, 7, 1 << 14} {
-			t.Run(fmt.Sprintf("%d records chunk %d", n, chunk), func(t *testing.T) {
-				recs := snapshotRecords(n)
-				var b bytes.Buffer
-				if err := writeSnapshot(&b, recs); err != nil {
-					t.Fatal(err)
-				}
-				var got []ipam.Record
-				var d decoder
-				// One byte per read: frames straddle every buffer boundary.
-				err := readSnapshot(iotest.OneByteReader(bytes.NewReader(b.Bytes())), &d, chunk, func(c []ipam.Record) error {
-					if len(c) == 0 || len(c) > chunk {
-						t.Fatalf("chunk of %d records", len(c))
-					}
-					got = append(got, c...)
-					return nil
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !reflect.DeepEqual(got, recs) {
-					t.Fatalf("snapshot round trip differs")
-				}
+		t.Run(fmt.Sprintf("%d records", n), func(t *testing.T) {
+			recs := snapshotRecords(n)
+			var b bytes.Buffer
+			if err := writeSnapshot(&b, recs); err != nil {
+				t.Fatal(err)
+			}
+			var got []ipam.Record
+			var d decoder
+			// One byte per read: frames straddle every buffer boundary.
+			err := readSnapshot(iotest.OneByteReader(bytes.NewReader(b.Bytes())), &d, func(r ipam.Record) error {
+				got = append(got, r)
+				return nil
 			})
-		}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, recs) {
+				t.Fatalf("snapshot round trip differs")
+			}
+		})
 	}
 }
 
@@ -72,7 +67,7 @@ func TestSnapshotLargeFrame(t *testing.T) {
 	}
 	var got []ipam.Record
 	var d decoder
-	if err := readSnapshot(&b, &d, 10, func(c []ipam.Record) error { got = append(got, c...); return nil }); err != nil {
+	if err := readSnapshot(&b, &d, func(r ipam.Record) error { got = append(got, r); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, recs) {
@@ -103,7 +98,7 @@ func TestSnapshotRejects(t *testing.T) {
 	}
 	for name, b := range cases {
 		var d decoder
-		err := readSnapshot(bytes.NewReader(b), &d, 4, func([]ipam.Record) error { return nil })
+		err := readSnapshot(bytes.NewReader(b), &d, func(ipam.Record) error { return nil })
 		if !errors.Is(err, errSnapshot) && !errors.Is(err, errMalformed) {
 			t.Errorf("%s: err = %v, want a malformed snapshot", name, err)
 		}
@@ -111,11 +106,11 @@ func TestSnapshotRejects(t *testing.T) {
 	// An emit error stops reading and is returned as is.
 	stop := errors.New("stop")
 	var d decoder
-	if err := readSnapshot(bytes.NewReader(g), &d, 1, func([]ipam.Record) error { return stop }); err != stop {
+	if err := readSnapshot(bytes.NewReader(g), &d, func(ipam.Record) error { return stop }); err != stop {
 		t.Fatalf("emit error: %v", err)
 	}
 	// A reader error is reported.
-	if err := readSnapshot(iotest.ErrReader(io.ErrClosedPipe), &d, 1, func([]ipam.Record) error { return nil }); !errors.Is(err, errSnapshot) {
+	if err := readSnapshot(iotest.ErrReader(io.ErrClosedPipe), &d, func(ipam.Record) error { return nil }); !errors.Is(err, errSnapshot) {
 		t.Fatalf("reader error: %v", err)
 	}
 }

@@ -33,6 +33,30 @@ const DefaultSnapshotEvery = 100_000
 // restoreChunk is the number of records given to one Allocator.Apply call.
 const restoreChunk = 4 << 10
 
+// chunk is a run of decoded records for one Apply call, with the backing
+// array of their allocations (a record holds at most one).
+type chunk struct {
+	recs   []ipam.Record
+	allocs []ipam.AllocationRecord
+}
+
+// newChunk returns an empty chunk, recycled from free if one is there.
+func newChunk(free chan *chunk) *chunk {
+	select {
+	case c := <-free:
+		return c
+	default:
+		return &chunk{recs: make([]ipam.Record, 0, restoreChunk), allocs: make([]ipam.AllocationRecord, restoreChunk)}
+	}
+}
+
+// reset empties c, dropping its references to what Apply kept.
+func (c *chunk) reset() {
+	clear(c.recs)
+	c.recs = c.recs[:0]
+	clear(c.allocs)
+}
+
 // ErrClosed is returned by the methods of a closed Store.
 var ErrClosed = errors.New("file store: closed")
 
@@ -91,8 +115,12 @@ func (s *Store) Restore(a *ipam.Allocator) error {
 	}
 	start := time.Now()
 
-	// Decoding (here) and applying (in a second goroutine) overlap.
-	chunks := make(chan []ipam.Record, 2)
+	// Decoding (here) and applying (in a second goroutine) overlap. Chunks
+	// go back to the decoder once applied: Apply copies the records'
+	// objects (keeping only their maps, slices and strings), so their
+	// backing arrays are reused rather than left to the collector.
+	chunks := make(chan *chunk, 2)
+	free := make(chan *chunk, 4)
 	stop := make(chan struct{})
 	applied := make(chan error, 1)
 	go func() {
@@ -102,31 +130,43 @@ func (s *Store) Restore(a *ipam.Allocator) error {
 			if err != nil {
 				continue
 			}
-			if err = a.Apply(c); err != nil {
-				err = fmt.Errorf("applying records %d..%d (snapshot first, then log): %w", n, n+len(c)-1, err)
+			if err = a.Apply(c.recs); err != nil {
+				err = fmt.Errorf("applying records %d..%d (snapshot first, then log): %w", n, n+len(c.recs)-1, err)
 				close(stop)
+				continue
 			}
-			n += len(c)
+			n += len(c.recs)
+			c.reset()
+			select {
+			case free <- c:
+			default:
+			}
 		}
 		applied <- err
 	}()
-	errStopped := errors.New("apply failed")
-	emit := func(c []ipam.Record) error {
-		select {
-		case chunks <- c:
-			return nil
-		case <-stop:
-			return errStopped
-		}
-	}
 
 	var d decoder
+	cur := newChunk(free)
+	d.slab = cur.allocs
+	add := func(rec ipam.Record) error {
+		cur.recs = append(cur.recs, rec)
+		if len(cur.recs) < restoreChunk {
+			return nil
+		}
+		select {
+		case chunks <- cur:
+		case <-stop:
+			return errors.New("apply failed")
+		}
+		cur = newChunk(free)
+		d.slab = cur.allocs
+		return nil
+	}
 	var snapRecs, logRecs int
-	pending := make([]ipam.Record, 0, restoreChunk)
 	err := s.log.Replay(func(r io.Reader) error {
-		return readSnapshot(r, &d, restoreChunk, func(c []ipam.Record) error {
-			snapRecs += len(c)
-			return emit(c)
+		return readSnapshot(r, &d, func(rec ipam.Record) error {
+			snapRecs++
+			return add(rec)
 		})
 	}, func(b []byte) error {
 		rec, err := d.record(b)
@@ -134,15 +174,13 @@ func (s *Store) Restore(a *ipam.Allocator) error {
 			return fmt.Errorf("log record %d: %w", logRecs, err)
 		}
 		logRecs++
-		pending = append(pending, rec)
-		if len(pending) == restoreChunk {
-			err = emit(pending)
-			pending = make([]ipam.Record, 0, restoreChunk)
-		}
-		return err
+		return add(rec)
 	})
-	if err == nil && len(pending) > 0 {
-		err = emit(pending)
+	if err == nil && len(cur.recs) > 0 {
+		select {
+		case chunks <- cur:
+		case <-stop:
+		}
 	}
 	close(chunks)
 	aerr := <-applied
