@@ -30,6 +30,9 @@ type Hub struct {
 	appendMu sync.Mutex // orders batches: the store's order is the publish order
 	next     uint64     // sequence number of the next batch
 
+	failOnce  sync.Once
+	onFailure func(error) // set before serving
+
 	mu        sync.Mutex
 	published uint64                   // batches below are published
 	done      map[uint64][]ipam.Record // durable batches waiting for earlier ones
@@ -66,6 +69,11 @@ func NewHub(store ipam.Journal, buffer int, log *slog.Logger) *Hub {
 	}
 	return &Hub{store: store, log: log, buffer: buffer, done: map[uint64][]ipam.Record{}, watchers: map[*watcher]struct{}{}}
 }
+
+// OnFailure sets a function called once, on the first failure of the
+// store: the allocator's memory then holds a change the store does not,
+// so the server should stop serving. Call it before serving.
+func (h *Hub) OnFailure(f func(error)) { h.onFailure = f }
 
 // Attach tells the hub which allocator it journals for, so that it can
 // look up the network instance of existing objects for watchers filtered
@@ -131,6 +139,11 @@ func (h *Hub) Append(recs []ipam.Record) func() error {
 			// Not durable: watchers must not see it. The batch still takes
 			// its turn so that later batches are published.
 			h.log.Error("journal append failed", "err", err)
+			h.failOnce.Do(func() {
+				if h.onFailure != nil {
+					h.onFailure(err)
+				}
+			})
 			h.complete(seq, nil)
 			return &codedError{msg: "store: " + err.Error(), sentinel: ErrUnavailable, cause: err}
 		}

@@ -15,13 +15,34 @@ import (
 )
 
 // callGate wraps every call in one interceptor: it refuses IPAM calls with
-// Unavailable until the state is restored, observes the call's latency and
-// logs failures (client errors at debug level, server-side failures as
-// errors).
+// Unavailable until the state is restored and after the store failed,
+// observes the call's latency and logs failures (client errors at debug
+// level, server-side failures as errors).
 type callGate struct {
 	ready   atomic.Bool
+	failed  atomic.Pointer[status.Status] // set when the store failed
 	metrics *Metrics
 	log     *slog.Logger
+}
+
+// fail refuses every IPAM call from now on: the store failed, so memory
+// and store may differ until the server restarts from the store.
+func (g *callGate) fail(err error) {
+	g.failed.Store(status.New(codes.Unavailable, "the store failed ("+err.Error()+"); ipam-server must be restarted"))
+}
+
+// refuse returns why an IPAM call cannot be served now, if it cannot.
+func (g *callGate) refuse(method string) error {
+	if !strings.HasPrefix(method, ipamMethodPrefix) {
+		return nil
+	}
+	if st := g.failed.Load(); st != nil {
+		return st.Err()
+	}
+	if !g.ready.Load() {
+		return errNotReady
+	}
+	return nil
 }
 
 // errNotReady answers IPAM calls while the state is being restored.
@@ -31,10 +52,8 @@ var ipamMethodPrefix = "/" + ipamv1.IPAM_ServiceDesc.ServiceName + "/"
 
 func (g *callGate) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 	start := time.Now()
-	if g.ready.Load() || !strings.HasPrefix(info.FullMethod, ipamMethodPrefix) {
+	if err = g.refuse(info.FullMethod); err == nil {
 		resp, err = handler(ctx, req)
-	} else {
-		err = errNotReady
 	}
 	g.done(info.FullMethod, err, start)
 	return resp, err
@@ -42,10 +61,8 @@ func (g *callGate) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 
 func (g *callGate) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	start := time.Now()
-	if g.ready.Load() || !strings.HasPrefix(info.FullMethod, ipamMethodPrefix) {
+	if err = g.refuse(info.FullMethod); err == nil {
 		err = handler(srv, ss)
-	} else {
-		err = errNotReady
 	}
 	g.done(info.FullMethod, err, start)
 	return err

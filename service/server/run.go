@@ -230,6 +230,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	gs := grpc.NewServer(opts...)
 	ipamv1.RegisterIPAMServer(gs, svc)
 	hs := health.NewServer()
+	hub.OnFailure(func(err error) {
+		log.Error("the store failed; refusing calls until ipam-server is restarted", "err", err)
+		calls.fail(err)
+		hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+		hs.SetServingStatus(ipamv1.IPAM_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	})
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	hs.SetServingStatus(ipamv1.IPAM_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/server"
+	"github.com/nephio-project/ipam/service/store/file"
 )
 
 var (
@@ -499,4 +501,31 @@ func names(objs []*ipamv1.Object) []string {
 		}
 	}
 	return out
+}
+
+// TestStoreFailureIsUnavailable journals to a file store that has been
+// closed: the change cannot be made durable and the call reports
+// Unavailable, naming the store.
+func TestStoreFailureIsUnavailable(t *testing.T) {
+	st, err := file.Open(t.TempDir(), file.Options{Logger: slog.New(slog.DiscardHandler)})
+	must(t, err)
+	hub := server.NewHub(st, 0, nil)
+	var failures []error
+	hub.OnFailure(func(err error) { failures = append(failures, err) })
+	a := ipam.New(ipam.WithJournal(hub))
+	must(t, st.Restore(a))
+	svc := server.NewService(a, hub, nil)
+	ctx := context.Background()
+	_, err = svc.CreateNetworkInstance(ctx, &ipamv1.CreateNetworkInstanceRequest{NetworkInstance: &ipamv1.NetworkInstance{Key: key("vpc-1")}})
+	must(t, err)
+	must(t, st.Close())
+	_, err = svc.CreatePrefix(ctx, &ipamv1.CreatePrefixRequest{Prefix: &ipamv1.Prefix{Key: key("agg"), NetworkInstance: "vpc-1", Kind: "aggregate", Prefix: "10.0.0.0/8"}})
+	st2 := wantStatus(t, err, codes.Unavailable, "")
+	if !strings.HasPrefix(st2.Message(), "store: ") || len(st2.Details()) != 0 {
+		t.Errorf("store failure reported as %q %v", st2.Message(), st2.Details())
+	}
+	_, err = svc.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: &ipamv1.Allocation{Key: key("a"), NetworkInstance: "vpc-1", Prefix: "10.0.0.9/32"}})
+	if len(failures) != 1 || failures[0] == nil {
+		t.Errorf("OnFailure saw %v, want the store error once", failures)
+	}
 }
