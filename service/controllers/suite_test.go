@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -127,45 +128,69 @@ func startSuite() (_ *suite, err error) {
 	}
 
 	// A real ipam-server on a free loopback port with a temp data dir.
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, err := startServer("127.0.0.1:0", filepath.Join(s.dir, "ipam-data"), s.logFile)
 	if err != nil {
 		return nil, err
 	}
-	s.serverAddr = lis.Addr().String()
+	s.serverAddr, s.ipam, s.stopServer = srv.addr, srv.client, srv.stop
+	return s, nil
+}
+
+// ipamServer is a real ipam-server (server.Run) in this process.
+type ipamServer struct {
+	addr   string
+	client ipamv1.IPAMClient
+	stop   func() error
+}
+
+// startServer runs ipam-server on addr with the file store in dataDir and
+// waits until its health service reports SERVING.
+func startServer(addr, dataDir string, logTo io.Writer) (*ipamServer, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- server.Run(ctx, server.Config{
 			Listener: lis,
-			DataDir:  filepath.Join(s.dir, "ipam-data"),
-			Store:    serverStore,
-			Logger:   slog.New(slog.NewTextHandler(s.logFile, nil)).With("component", "ipam-server"),
+			DataDir:  dataDir,
+			Store:    "file",
+			Logger:   slog.New(slog.NewTextHandler(logTo, nil)).With("component", "ipam-server", "addr", lis.Addr().String()),
 		})
 	}()
-	s.stopServer = func() error { cancel(); return <-done }
-	conn, err := grpc.NewClient(s.serverAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return nil, err
+		cancel()
+		return nil, errors.Join(err, <-done)
 	}
-	s.ipam = ipamv1.NewIPAMClient(conn)
+	srv := &ipamServer{addr: lis.Addr().String(), client: ipamv1.NewIPAMClient(conn)}
+	srv.stop = func() error {
+		cancel()
+		err := <-done
+		done <- err
+		return errors.Join(err, conn.Close())
+	}
 	health := healthpb.NewHealthClient(conn)
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		select {
 		case err := <-done:
 			done <- err
+			_ = conn.Close()
 			return nil, fmt.Errorf("ipam-server exited: %v", err)
 		default:
 		}
 		resp, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{})
 		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			break
+			return srv, nil
 		}
 		if time.Now().After(deadline) {
+			_ = srv.stop()
 			return nil, fmt.Errorf("ipam-server not serving after 30s: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return s, nil
 }
 
 func (s *suite) stop() error {
@@ -409,9 +434,6 @@ func (s *suite) getIPAM(t *testing.T, ns string) (map[string]map[string]string, 
 	}
 	return rows, headers, out
 }
-
-// serverStore is the ipam-server store the tests run with.
-const serverStore = "memory"
 
 // runKubectl runs kubectl with kubeconfig, feeding it stdin.
 func runKubectl(kubeconfig, stdin string, args ...string) (string, error) {
