@@ -202,6 +202,11 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
+		// The same decoder again (its string and label caches now hit)
+		// decodes the same.
+		if again, err := d.record(b); err != nil || !reflect.DeepEqual(again, rec) {
+			t.Fatalf("second decode with warm caches: %v\n got %#v\nwant %#v", err, again, rec)
+		}
 		// What decodes re-encodes to something that decodes to the same.
 		again, err := decodeRecord(appendRecord(nil, &rec))
 		if err != nil {
