@@ -171,7 +171,9 @@ func TestBlueprintLiveApply(t *testing.T) {
 	// volume provisioner.
 	out, err = s.kpt(t, "live", "status", pkg, "--output=json", "--timeout=20s")
 	require.NoError(t, err, out)
-	t.Logf("kpt live status:\n%s", out)
+	human, err := s.kpt(t, "live", "status", pkg, "--timeout=20s")
+	require.NoError(t, err, human)
+	t.Logf("kpt live status:\n%s", human)
 	statuses := map[string]string{}
 	for _, e := range kptEvents(t, out) {
 		statuses[fmt.Sprintf("%s/%s", e["kind"], e["name"])] = fmt.Sprint(e["status"])

@@ -54,6 +54,7 @@ func seedFlow(t *testing.T, s *suite, c client.Client, ns, vrf string) string {
 	})
 	t.Logf("net1-prefix1 before its aggregate: Ready=False: %s", meta.FindStatusCondition(p.Status.Conditions, ipamv1alpha1.ConditionTypeReady).Message)
 	rows, _, _ := s.getIPAM(t, ns)
+	t.Logf("kubectl get ipam while net1-prefix1 waits:\n%s", s.kubectl(t, "get", "ipam", "-n", ns))
 	checkRows(t, rows, map[string]map[string]string{
 		"ipprefix.ipam.nephio.org/net1-prefix1": {"SYNC": "True", "STATUS": "False", "NETWORK": vrf, "KIND": "network",
 			"NETWORK-NAME": "net1", "PREFIX-REQ": "10.0.1.1/24", "PREFIX-ALLOC": ""},
