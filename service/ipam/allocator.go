@@ -75,7 +75,7 @@ func (t *tx) vrf(name string, obj string, key Key, field string) (*vrf, error) {
 	if v == nil {
 		return nil, errf(ErrNotFound, obj, key, field, "network instance %q not found", name)
 	}
-	if t.locked != nil && !t.locked[v] {
+	if !t.global && !slices.Contains(t.locked, v) {
 		panic("ipam: VRF " + name + " used without its lock")
 	}
 	return v, nil
@@ -95,7 +95,7 @@ func (a *Allocator) mutate(m mutation, f func(t *tx, os *ownerState) error) erro
 	wait, err := func() (func() error, error) {
 		os.mu.Lock()
 		defer os.mu.Unlock()
-		t := &tx{a: a}
+		t := &tx{a: a, global: m.global}
 		if m.global {
 			a.mu.Lock()
 			defer a.mu.Unlock()
@@ -105,14 +105,17 @@ func (a *Allocator) mutate(m mutation, f func(t *tx, os *ownerState) error) erro
 			names := m.vrfs(os)
 			slices.Sort(names)
 			names = slices.Compact(names)
-			t.locked = make(map[*vrf]bool, len(names))
 			for _, n := range names {
 				if v := a.vrfs[n]; v != nil {
 					v.mu.Lock()
-					defer v.mu.Unlock()
-					t.locked[v] = true
+					t.locked = append(t.locked, v)
 				}
 			}
+			defer func() {
+				for _, v := range t.locked {
+					v.mu.Unlock()
+				}
+			}()
 		}
 		if err := f(t, os); err != nil {
 			t.rollback()

@@ -21,8 +21,8 @@ func (f Filter) matches(owner, vrf string, labels Labels) bool {
 	return true
 }
 
-// readOwners calls fn for each owner (or just f.Owner) with that owner's
-// lock and the allocator's read lock held.
+// readOwners calls fn for each owner (or just owner), in owner name order,
+// with that owner's lock and the allocator's read lock held.
 func (a *Allocator) readOwners(owner string, fn func(os *ownerState)) {
 	var list []*ownerState
 	if owner != "" {
@@ -68,12 +68,14 @@ func (a *Allocator) ListNetworkInstances(f Filter) []NetworkInstance {
 	return out
 }
 
-// GetPrefix returns an IPPrefix and what it resolved to.
+// GetPrefix returns an IPPrefix and what it resolved to. With an empty
+// key.Owner, the first owner (in name order) holding namespace/name wins;
+// the Get calls below do the same.
 func (a *Allocator) GetPrefix(key Key) (PrefixRecord, error) {
 	var rec PrefixRecord
 	found := false
 	a.readOwners(key.Owner, func(os *ownerState) {
-		if o := os.prefixes[nsn(key)]; o != nil {
+		if o := os.prefixes[nsn(key)]; o != nil && !found {
 			o.v.mu.RLock()
 			rec, found = PrefixRecord{Prefix: *clonePrefix(o.spec), Result: o.result()}, true
 			o.v.mu.RUnlock()
@@ -106,7 +108,7 @@ func (a *Allocator) GetRange(key Key) (IPRange, error) {
 	var out IPRange
 	found := false
 	a.readOwners(key.Owner, func(os *ownerState) {
-		if o := os.ranges[nsn(key)]; o != nil {
+		if o := os.ranges[nsn(key)]; o != nil && !found {
 			out, found = *cloneRange(o.spec), true
 		}
 	})
@@ -134,7 +136,7 @@ func (a *Allocator) GetAllocation(key Key) (AllocationRecord, error) {
 	var rec AllocationRecord
 	found := false
 	a.readOwners(key.Owner, func(os *ownerState) {
-		if o := os.allocs[nsn(key)]; o != nil {
+		if o := os.allocs[nsn(key)]; o != nil && !found {
 			o.v.mu.RLock()
 			rec, found = AllocationRecord{Allocation: cloneAlloc(o.req), Result: o.result()}, true
 			o.v.mu.RUnlock()

@@ -68,11 +68,14 @@ func (a *Allocator) Snapshot(at func()) []Record {
 // allocations are placed at their recorded result without deciding
 // anything again. Apply journals nothing and keeps no undo log: on error
 // the allocator is left part-way and must be discarded (restore into a
-// fresh one). Apply takes ownership of the records' maps.
+// fresh one). Apply takes ownership of the maps, slices and strings of the
+// records, but keeps no pointer to a Record or to the objects it points
+// to, so a caller may reuse those between calls.
 func (a *Allocator) Apply(recs []Record) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	t := &tx{a: a, replay: true}
+	a.presize(recs)
+	t := &tx{a: a, replay: true, global: true}
 	for i, r := range recs {
 		if err := t.apply(r); err != nil {
 			return fmt.Errorf("record %d (%s %s): %w", i, r.Op, r.Key, err)
@@ -115,6 +118,26 @@ func (t *tx) apply(r Record) error {
 		return t.deleteAllocation(os, r.Key)
 	}
 	return fmt.Errorf("%w: malformed record", ErrInvalid)
+}
+
+// presize grows the allocation maps of owners that are about to receive
+// many allocations, so a restore does not rehash them over and over.
+func (a *Allocator) presize(recs []Record) {
+	counts := map[string]int{}
+	for i := range recs {
+		if recs[i].Op == OpPutAllocation {
+			counts[recs[i].Key.Owner]++
+		}
+	}
+	for owner, n := range counts {
+		if n < 1024 {
+			continue
+		}
+		os := a.owner(owner)
+		if len(os.allocs) == 0 {
+			os.allocs = make(map[nsName]*allocObj, n)
+		}
+	}
 }
 
 // putRecordedAllocation replaces an allocation with a recorded one.

@@ -14,7 +14,8 @@ import (
 // leaves the core exactly as before.
 type tx struct {
 	a      *Allocator
-	locked map[*vrf]bool // the VRFs locked for it; nil: all (allocator-wide lock)
+	locked []*vrf // the VRFs locked for it; nil with global: all (allocator-wide lock)
+	global bool
 	recs   []Record
 	undo   []func()
 	// replay marks Apply: it journals nothing and keeps no undo log.
