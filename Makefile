@@ -51,7 +51,7 @@ demo: ## run (as make run) for the five-minute tour; use bin/ipamctl in another 
 	@echo "demo:   bin/ipamctl tree vpc-1"
 	$(BIN)/ipam-server --listen 127.0.0.1:9090 --data-dir $(BIN)/data --demo
 
-test: export KUBEBUILDER_ASSETS := $(TESTBIN)
+test: export KUBEBUILDER_ASSETS = $(TESTBIN)
 test: verify testbin ## build the tools the tests need under bin/ and run all tests
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
