@@ -16,10 +16,12 @@ type checker struct {
 	s    *Set
 	r    *naive
 	step int
+
+	every int // check the invariants after every so many steps
 }
 
 func newChecker(tb testing.TB, last uint64) *checker {
-	return &checker{tb: tb, s: New(last), r: newNaive(last)}
+	return &checker{tb: tb, s: New(last), r: newNaive(last), every: 1}
 }
 
 const numOps = 10
@@ -101,6 +103,15 @@ func (c *checker) op(kind int, a, b, n uint64) {
 	if got, want := s.Len(), r.len(); got != want {
 		fail("Len() = %d, want %d", got, want)
 	}
+	if c.step%c.every == 0 {
+		if err := checkInvariants(s); err != nil {
+			fail("after %s: %v", opName(kind), err)
+		}
+	}
+}
+
+func opName(kind int) string {
+	return [numOps]string{"Add", "Remove", "Has", "NextFree", "NextFreeRun", "AddRange", "RemoveRange", "Ascend", "NextFree+Add", "NextFreeRun+AddRange"}[kind%numOps]
 }
 
 // checkNextFree checks the answer of NextFree(lo, hi) against the set
@@ -184,6 +195,7 @@ func (p picker) off() uint64 {
 
 func runDifferential(t *testing.T, last uint64, seed uint64, steps int) {
 	c := newChecker(t, last)
+	c.every = 7
 	p := picker{rng: rand.New(rand.NewPCG(seed, last)), last: last}
 	// Start with a dense low part, as an allocator produces.
 	c.op(5, 0, min(last, 9000), 0)
@@ -369,6 +381,9 @@ func runHuge(t *testing.T, last, seed uint64, steps int) {
 		}
 		if got, want := s.Len(), wantLen(); got != want {
 			t.Fatalf("step %d: Len() = %d, want %d", step, got, want)
+		}
+		if err := checkInvariants(s); err != nil {
+			t.Fatalf("step %d: %v", step, err)
 		}
 	}
 }
