@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -12,9 +13,10 @@ import (
 // parallel. Creating or deleting network instances, Apply and Snapshot
 // take the allocator-wide lock.
 type Allocator struct {
-	mu      sync.RWMutex // exclusive: the VRF set changes or the state is frozen
-	vrfs    map[string]*vrf
-	journal Journal
+	mu        sync.RWMutex // exclusive: the VRF set changes or the state is frozen
+	vrfs      map[string]*vrf
+	journal   Journal
+	committer Committer
 
 	ownersMu sync.Mutex
 	owners   map[string]*ownerState
@@ -36,6 +38,15 @@ type Option func(*Allocator)
 
 // WithJournal sends every committed change to j (the durable store).
 func WithJournal(j Journal) Option { return func(a *Allocator) { a.journal = j } }
+
+// WithCommitter makes every mutation commit its records through c while
+// its locks are held (a store shared by several replicas, such as etcd);
+// see Committer.
+func WithCommitter(c Committer) Option { return func(a *Allocator) { a.committer = c } }
+
+// MaxStaleRetries bounds how many times a mutation refused with ErrStale by
+// the Committer is run again after catching up.
+const MaxStaleRetries = 16
 
 // New returns an empty allocator.
 func New(opts ...Option) *Allocator {
@@ -89,8 +100,24 @@ type mutation struct {
 }
 
 // mutate runs f under the locks m asks for, commits its records to the
-// journal or rolls it back, and waits until the records are durable.
+// committer and the journal or rolls it back, and waits until the records
+// are durable. A mutation the committer refuses with ErrStale is rolled
+// back and run again, after the committer caught up, at most
+// MaxStaleRetries times.
 func (a *Allocator) mutate(m mutation, f func(t *tx, os *ownerState) error) error {
+	for attempt := 0; ; attempt++ {
+		err := a.mutateOnce(m, f)
+		if a.committer == nil || attempt >= MaxStaleRetries || !errors.Is(err, ErrStale) {
+			return err
+		}
+		if cerr := a.committer.CatchUp(err); cerr != nil {
+			return cerr
+		}
+	}
+}
+
+// mutateOnce is one attempt of mutate.
+func (a *Allocator) mutateOnce(m mutation, f func(t *tx, os *ownerState) error) error {
 	os := a.owner(m.owner)
 	wait, err := func() (func() error, error) {
 		os.mu.Lock()
@@ -120,6 +147,12 @@ func (a *Allocator) mutate(m mutation, f func(t *tx, os *ownerState) error) erro
 		if err := f(t, os); err != nil {
 			t.rollback()
 			return nil, err
+		}
+		if len(t.recs) > 0 && a.committer != nil {
+			if err := a.committer.Commit(t.recs); err != nil {
+				t.rollback()
+				return nil, err
+			}
 		}
 		if len(t.recs) > 0 && a.journal != nil {
 			return a.journal.Append(t.recs), nil

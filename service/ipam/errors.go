@@ -19,6 +19,10 @@ var (
 	ErrExhausted = errors.New("exhausted")
 	// ErrInUse: the object still has children or allocations and cannot be deleted.
 	ErrInUse = errors.New("in use")
+	// ErrStale: a Committer refused a mutation because the shared store
+	// changed since this allocator caught up; the mutation was rolled back
+	// and may be retried once the allocator has caught up.
+	ErrStale = errors.New("stale")
 )
 
 // Object kinds named in error messages, as users know them.

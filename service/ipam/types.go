@@ -224,6 +224,21 @@ type Journal interface {
 	Append(recs []Record) (wait func() error)
 }
 
+// Committer commits the records of a mutation to a store shared with
+// other allocators (several replicas on etcd) and may refuse them. Commit
+// is called while the mutated VRFs are locked, after the mutation succeeded
+// in memory and before the Journal sees it; an error rolls the mutation
+// back, so the allocator never holds a change the store refused. An error
+// wrapping ErrStale says the store moved on since this allocator last
+// caught up: the allocator calls CatchUp with that error, with no lock
+// held, and runs the mutation again (at most MaxStaleRetries times).
+type Committer interface {
+	Commit(recs []Record) error
+	// CatchUp returns once the allocator has applied the changes that
+	// made a Commit fail with err, or an error if it cannot.
+	CatchUp(err error) error
+}
+
 // SyncRequest is the whole desired set of one owner (a kpt package): the
 // allocator creates what is new, keeps what is unchanged, re-allocates what
 // changed and, when Prune is set, deletes the owner's objects that are no
