@@ -168,48 +168,23 @@ func (t *tx) sync(os *ownerState, req SyncRequest) (SyncResult, error) {
 // allocations, then ranges, then prefixes deepest first, then network
 // instances.
 func (t *tx) prune(os *ownerState, req SyncRequest, res *SyncResult, item func(func() error)) {
-	want := map[nsName]bool{}
-	for _, r := range req.Allocations {
-		want[nsn(r.Key)] = true
+	release := func(op Op, key Key, del func(*ownerState, Key) error) {
+		item(func() error { return del(os, key) })
+		res.Released = append(res.Released, Released{Op: op, Key: key})
 	}
-	for _, k := range slices.SortedFunc(maps.Keys(os.allocs), compareNsName) {
-		if !want[k] {
-			key := os.allocs[k].req.Key
-			item(func() error { return t.deleteAllocation(os, key) })
-			res.Released = append(res.Released, Released{Op: OpDeleteAllocation, Key: key})
-		}
+	for _, k := range undesired(os.allocs, req.Allocations, func(r Allocation) Key { return r.Key }) {
+		release(OpDeleteAllocation, os.allocs[k].req.Key, t.deleteAllocation)
 	}
-	clear(want)
-	for _, r := range req.Ranges {
-		want[nsn(r.Key)] = true
+	for _, k := range undesired(os.ranges, req.Ranges, func(r IPRange) Key { return r.Key }) {
+		release(OpDeleteRange, os.ranges[k].spec.Key, t.deleteRange)
 	}
-	for _, k := range slices.SortedFunc(maps.Keys(os.ranges), compareNsName) {
-		if !want[k] {
-			key := os.ranges[k].spec.Key
-			item(func() error { return t.deleteRange(os, key) })
-			res.Released = append(res.Released, Released{Op: OpDeleteRange, Key: key})
-		}
-	}
-	clear(want)
-	for _, p := range req.Prefixes {
-		want[nsn(p.Key)] = true
-	}
-	var gone []*prefixObj
-	for k, o := range os.prefixes {
-		if !want[k] {
-			gone = append(gone, o)
-		}
-	}
-	slices.SortFunc(gone, func(a, b *prefixObj) int {
-		if c := cmp.Compare(b.spec.Prefix.Bits(), a.spec.Prefix.Bits()); c != 0 {
-			return c
-		}
-		return compareNsName(nsn(a.spec.Key), nsn(b.spec.Key))
+	// Prefixes deepest first, so children go before their parents.
+	gone := undesired(os.prefixes, req.Prefixes, func(p Prefix) Key { return p.Key })
+	slices.SortStableFunc(gone, func(a, b nsName) int {
+		return cmp.Compare(os.prefixes[b].spec.Prefix.Bits(), os.prefixes[a].spec.Prefix.Bits())
 	})
-	for _, o := range gone {
-		key := o.spec.Key
-		item(func() error { return t.deletePrefix(os, key) })
-		res.Released = append(res.Released, Released{Op: OpDeletePrefix, Key: key})
+	for _, k := range gone {
+		release(OpDeletePrefix, os.prefixes[k].spec.Key, t.deletePrefix)
 	}
 	wantNI := map[string]bool{}
 	for _, ni := range req.NetworkInstances {
@@ -217,14 +192,29 @@ func (t *tx) prune(os *ownerState, req SyncRequest, res *SyncResult, item func(f
 	}
 	for _, name := range slices.Sorted(maps.Keys(os.nis)) {
 		if !wantNI[name] {
-			key := os.nis[name].spec.Key
-			item(func() error { return t.deleteNIOf(os, key) })
-			res.Released = append(res.Released, Released{Op: OpDeleteNetworkInstance, Key: key})
+			release(OpDeleteNetworkInstance, os.nis[name].spec.Key, t.deleteNIOf)
 		}
 	}
 	if len(res.Released) > 0 {
 		slices.SortStableFunc(res.Released, func(a, b Released) int { return cmp.Compare(a.Op, b.Op) })
 	}
+}
+
+// undesired lists, in key order, the keys of have that no item of desired
+// carries.
+func undesired[V, T any](have map[nsName]V, desired []T, key func(T) Key) []nsName {
+	want := make(map[nsName]bool, len(desired))
+	for _, d := range desired {
+		want[nsn(key(d))] = true
+	}
+	var out []nsName
+	for k := range have {
+		if !want[k] {
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, compareNsName)
+	return out
 }
 
 func compareNsName(a, b nsName) int {
