@@ -83,6 +83,9 @@ func (r *naive) nextFreeRun(lo, hi, n uint64) (uint64, bool) {
 	if n == 0 {
 		return lo, true
 	}
+	if n > 1<<14 {
+		return r.longRun(lo, hi, n)
+	}
 	run := uint64(0)
 	for x := lo; ; x++ {
 		if r.m[x] {
@@ -97,6 +100,25 @@ func (r *naive) nextFreeRun(lo, hi, n uint64) (uint64, bool) {
 			return 0, false // no room left for a run
 		}
 	}
+}
+
+// longRun is nextFreeRun for long runs: it walks the sorted set offsets
+// rather than every offset.
+func (r *naive) longRun(lo, hi, n uint64) (uint64, bool) {
+	s := lo
+	for _, k := range r.sorted(lo, hi) {
+		if k-s >= n {
+			break // [s, k) is free and long enough
+		}
+		if k == hi {
+			return 0, false
+		}
+		s = k + 1
+	}
+	if hi-s >= n-1 {
+		return s, true
+	}
+	return 0, false
 }
 
 func (r *naive) addRange(lo, hi uint64) (added uint64) {
