@@ -3,64 +3,124 @@ package ipam
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 )
 
 // Snapshot returns records that rebuild the whole current state when
 // given to Apply on an empty allocator. at, when not nil, is called while
 // the state is frozen (no mutation runs and no record is being journaled),
-// so a store can note the log position the snapshot stands for.
+// so a store can note the log position the snapshot stands for. The state
+// is frozen only while it is copied; sorting and building the records
+// happen after mutations resume.
 func (a *Allocator) Snapshot(at func()) []Record {
+	c := a.capture(at)
+	slices.SortFunc(c.nis, func(x, y NetworkInstance) int { return cmp.Compare(x.Key.Name, y.Key.Name) })
+	slices.SortFunc(c.ranges, func(x, y IPRange) int { return compareKey(x.Key, y.Key) })
+	// Prefixes and sub-prefix allocations, parents first: by length, and at
+	// equal length allocations first (an IPPrefix may add static addresses
+	// to a network that an allocation carved); addresses last.
+	slices.SortFunc(c.prefixes, func(x, y Prefix) int {
+		if d := cmp.Compare(x.Prefix.Bits(), y.Prefix.Bits()); d != 0 {
+			return d
+		}
+		return compareKey(x.Key, y.Key)
+	})
+	slices.SortFunc(c.allocs, func(x, y snapAlloc) int {
+		if d := cmp.Compare(x.bits, y.bits); d != 0 {
+			return d
+		}
+		return compareKey(x.rec.Allocation.Key, y.rec.Allocation.Key)
+	})
+	recs := make([]Record, 0, len(c.nis)+len(c.prefixes)+len(c.ranges)+len(c.allocs))
+	for i := range c.nis {
+		recs = append(recs, Record{Op: OpPutNetworkInstance, Key: c.nis[i].Key, NetworkInstance: &c.nis[i]})
+	}
+	// Merge prefixes into the sub-prefix allocations (bits > 0) by length;
+	// address allocations (bits 0) sort first and are emitted last.
+	addrs, _ := slices.BinarySearchFunc(c.allocs, 1, func(x snapAlloc, bits int) int { return cmp.Compare(x.bits, bits) })
+	ai := addrs
+	for i := range c.prefixes {
+		for ; ai < len(c.allocs) && c.allocs[ai].bits > 0 && c.allocs[ai].bits <= c.prefixes[i].Prefix.Bits(); ai++ {
+			recs = append(recs, c.allocs[ai].record())
+		}
+		recs = append(recs, Record{Op: OpPutPrefix, Key: c.prefixes[i].Key, Prefix: &c.prefixes[i]})
+	}
+	for ; ai < len(c.allocs) && c.allocs[ai].bits > 0; ai++ {
+		recs = append(recs, c.allocs[ai].record())
+	}
+	for i := range c.ranges {
+		recs = append(recs, Record{Op: OpPutRange, Key: c.ranges[i].Key, Range: &c.ranges[i]})
+	}
+	for i := range addrs {
+		recs = append(recs, c.allocs[i].record())
+	}
+	return recs
+}
+
+// snapAlloc is an allocation copied by capture; bits is the length of its
+// sub-prefix, 0 for addresses.
+type snapAlloc struct {
+	rec  AllocationRecord
+	bits int
+}
+
+func (s *snapAlloc) record() Record {
+	return Record{Op: OpPutAllocation, Key: s.rec.Allocation.Key, Allocation: &s.rec}
+}
+
+// captured is a copy of the state's objects, in no particular order.
+type captured struct {
+	nis      []NetworkInstance
+	prefixes []Prefix
+	ranges   []IPRange
+	allocs   []snapAlloc
+}
+
+// capture copies every object while the state is frozen. Stored objects
+// never mutate the maps and slices they hold, so copying the structs is
+// enough.
+func (a *Allocator) capture(at func()) captured {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if at != nil {
 		at()
 	}
-	var recs []Record
-	for _, name := range slices.Sorted(maps.Keys(a.vrfs)) {
-		ni := a.vrfs[name].ni.spec
-		recs = append(recs, Record{Op: OpPutNetworkInstance, Key: ni.Key, NetworkInstance: &ni})
+	var c captured
+	for _, v := range a.vrfs {
+		c.nis = append(c.nis, v.ni.spec)
 	}
-	// Prefixes and sub-prefix allocations, parents first: by length, and at
-	// equal length allocations first (an IPPrefix may add static addresses
-	// to a network that an allocation carved).
-	type placed struct {
-		bits, rank int
-		rec        Record
+	owners := a.ownerList()
+	n := 0
+	for _, os := range owners {
+		n += len(os.allocs)
 	}
-	var tree []placed
-	var ranges, addrs []Record
-	for _, os := range a.ownerList() {
-		for _, k := range slices.SortedFunc(maps.Keys(os.prefixes), compareNsName) {
-			o := os.prefixes[k]
-			tree = append(tree, placed{o.spec.Prefix.Bits(), 1, Record{Op: OpPutPrefix, Key: o.spec.Key, Prefix: &o.spec}})
+	c.allocs = make([]snapAlloc, 0, n)
+	for _, os := range owners {
+		for _, o := range os.prefixes {
+			c.prefixes = append(c.prefixes, o.spec)
 		}
-		for _, k := range slices.SortedFunc(maps.Keys(os.ranges), compareNsName) {
-			o := os.ranges[k]
-			ranges = append(ranges, Record{Op: OpPutRange, Key: o.spec.Key, Range: &o.spec})
+		for _, o := range os.ranges {
+			c.ranges = append(c.ranges, o.spec)
 		}
-		for _, k := range slices.SortedFunc(maps.Keys(os.allocs), compareNsName) {
-			o := os.allocs[k]
-			rec := Record{Op: OpPutAllocation, Key: o.req.Key, Allocation: &AllocationRecord{Allocation: o.req, Result: o.result()}}
+		for _, o := range os.allocs {
+			bits := 0
 			if o.sub != nil {
-				tree = append(tree, placed{o.sub.prefix.Bits(), 0, rec})
-			} else {
-				addrs = append(addrs, rec)
+				bits = o.sub.prefix.Bits()
 			}
+			c.allocs = append(c.allocs, snapAlloc{rec: AllocationRecord{Allocation: o.req, Result: o.result()}, bits: bits})
 		}
 	}
-	slices.SortStableFunc(tree, func(x, y placed) int {
-		if c := cmp.Compare(x.bits, y.bits); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.rank, y.rank)
-	})
-	for _, p := range tree {
-		recs = append(recs, p.rec)
+	return c
+}
+
+func compareKey(x, y Key) int {
+	if d := cmp.Compare(x.Owner, y.Owner); d != 0 {
+		return d
 	}
-	recs = append(recs, ranges...)
-	return append(recs, addrs...)
+	if d := cmp.Compare(x.Namespace, y.Namespace); d != 0 {
+		return d
+	}
+	return cmp.Compare(x.Name, y.Name)
 }
 
 // Apply replays records (a snapshot, then a log) in order, as a store does
