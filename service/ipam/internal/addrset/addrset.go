@@ -13,32 +13,45 @@
 //
 //   - A leaf holds 4096 offsets as 64 words of 64 bits, a count, and a
 //     summary word whose bit i says that word i is full.
-//   - An inner node has 64 children, a count of the offsets set below it,
-//     and a summary word whose bit i says that child i is full. A child that
-//     is absent and not marked full holds no offset; a child that is absent
-//     but marked full holds every offset of its span. Ranges therefore cost
-//     memory only at their two ends, whatever their length.
-//   - The tree is just tall enough to cover [0, last]: one inner level for up
-//     to 2^18 offsets, nine for 2^64. Offsets of the root span beyond last are
-//     marked full once, at construction, so every search stops at last by
-//     itself and never computes an offset past 2^64-1.
+//   - An inner node has 64 children and a summary word whose bit i says
+//     that child i is full. A child that is absent and not marked full
+//     holds no offset; a child that is absent but marked full holds every
+//     offset of its span. Ranges therefore cost memory only at their two
+//     ends, whatever their length.
+//   - The tree is just tall enough to cover [0, last]: one inner level for
+//     up to 2^18 offsets, nine for 2^64. Offsets of the root's span past
+//     last are marked full once, at construction, so every search stops at
+//     last by itself and never computes an offset past 2^64-1.
 //
 // Finding the lowest free offset at or after lo descends from the root,
 // picking at each level the first child that is not full (one
 // bits.TrailingZeros64 on the inverted summary word), then the first word
 // of the leaf that is not full, then the first zero bit in it; it takes
-// O(height) steps however full the set is. Adding or removing one offset
-// walks one root-to-leaf path and updates counts and summaries on it. Nodes
-// that become empty are released (a few are kept for reuse so that add and
-// remove churn does not allocate), so memory follows the offsets held rather
-// than those ever held.
+// O(height) steps however full the set is. Adding or removing an offset
+// changes one leaf, and its ancestors' summaries only when the leaf
+// becomes full or stops being full.
+//
+// The set remembers the leaf last reached by Add or Remove and the path to
+// it (a finger). Allocation is local: the next Add, Remove or NextFree
+// usually lands in the same leaf and then skips the walk down, which in a
+// /64 is nine levels deep.
+//
+// Nodes that become empty are released (a few are kept for reuse, so that
+// churn does not allocate), so memory follows the offsets held rather than
+// those ever held.
 //
 // A run of n free offsets is found by scanning the tree in order while
 // carrying the length of the free run so far: full children and full words
 // are skipped through the summaries, empty children extend the run by their
-// whole span, and inside a word runs are found with shifts.
+// whole span, and inside a word runs are found with shifts. Its cost grows
+// with the number of leaves scanned, not with n.
 //
-// A Set is not safe for concurrent use if any goroutine modifies it.
+// # Concurrency
+//
+// A Set is not safe for concurrent use if any goroutine modifies it. The
+// methods that do not modify it (Has, NextFree, NextFreeRun, Ascend, Len and
+// Last) do not write to it either, so they may run concurrently with each
+// other.
 package addrset
 
 import (
@@ -64,9 +77,49 @@ type leaf struct {
 // inner is a node at level >= 1; level 1 nodes have leaves as children.
 type inner struct {
 	full  uint64 // bit i: child i is full (present or not)
-	count uint64 // offsets set below, counting padding beyond last
+	nkids int    // number of children present
 	kids  [64]*inner
 	leafs [64]*leaf
+}
+
+// empty reports whether no offset is set below n.
+func (n *inner) empty() bool { return n.nkids == 0 && n.full == 0 }
+
+func (n *inner) setKid(i uint, k *inner) {
+	n.kids[i] = k
+	n.nkids++
+}
+
+func (n *inner) setLeaf(i uint, lf *leaf) {
+	n.leafs[i] = lf
+	n.nkids++
+}
+
+func (n *inner) dropKid(i uint) {
+	n.kids[i] = nil
+	n.nkids--
+}
+
+func (n *inner) dropLeaf(i uint) {
+	n.leafs[i] = nil
+	n.nkids--
+}
+
+// size returns how many offsets are set below n, at level l; n must lie
+// inside [0, last] (hold no padding).
+func (n *inner) size(l int) uint64 {
+	var c uint64
+	for i := range uint(64) {
+		switch {
+		case l == 1 && n.leafs[i] != nil:
+			c += n.leafs[i].count
+		case l > 1 && n.kids[i] != nil:
+			c += n.kids[i].size(l - 1)
+		case n.full&(1<<i) != 0:
+			c += 1 << childShift(l)
+		}
+	}
+	return c
 }
 
 // Set is a set of offsets in [0, last]. Create one with New; the zero value
@@ -77,6 +130,14 @@ type Set struct {
 	root   *inner // never nil
 	n      uint64 // number of offsets set, modulo 2^64
 	over   bool   // the set holds all 2^64 offsets (n wrapped to 0)
+
+	// The finger is the leaf last reached by Add or Remove, and its
+	// ancestors, so that the next operation on the same leaf need not
+	// walk down the tree. fLeaf is nil when there is no finger; anything
+	// that may detach a node clears it.
+	fLeaf *leaf
+	fKey  uint64 // off>>leafShift for the offsets of fLeaf
+	fPath [maxHeight + 1]*inner
 
 	// nodes released empty, kept for reuse
 	spareLeaf   *leaf
@@ -103,16 +164,12 @@ func New(last uint64) *Set {
 }
 
 // pad marks every offset of n (at level l) past the relative offset r as
-// set, so that searches never leave [0, last]. Padding is counted in node
-// counts but not in the size of the set.
+// set, so that searches never leave [0, last]. Padding is not counted in
+// the size of the set.
 func (s *Set) pad(n *inner, l int, r uint64) {
 	cs := childShift(l)
 	i := uint(r>>cs) & 63
-	if i < 63 {
-		beyond := all << i << 1
-		n.full |= beyond
-		n.count += uint64(bits.OnesCount64(beyond)) << cs
-	}
+	n.full |= all << i << 1
 	rr := r & (1<<cs - 1)
 	if rr == 1<<cs-1 {
 		return // child i ends exactly at r
@@ -120,14 +177,12 @@ func (s *Set) pad(n *inner, l int, r uint64) {
 	if l == 1 {
 		lf := &leaf{}
 		lf.addRange(rr+1, 1<<leafShift-1)
-		n.leafs[i] = lf
-		n.count += lf.count
+		n.setLeaf(i, lf)
 		return
 	}
 	c := &inner{}
 	s.pad(c, l-1, rr)
-	n.kids[i] = c
-	n.count += c.count
+	n.setKid(i, c)
 }
 
 // Last returns the largest offset the set can hold.
@@ -166,6 +221,9 @@ func (s *Set) Has(off uint64) bool {
 	if off > s.last {
 		return false
 	}
+	if lf := s.fLeaf; lf != nil && off>>leafShift == s.fKey {
+		return lf.words[off>>6&63]&(1<<(off&63)) != 0
+	}
 	n := s.root
 	for l := s.height; l > 1; l-- {
 		i := index(off, l)
@@ -191,31 +249,35 @@ func (s *Set) Add(off uint64) bool {
 	if off > s.last {
 		return false
 	}
-	var path [maxHeight + 1]*inner
-	n := s.root
-	l := s.height
-	for ; l > 1; l-- {
-		i := index(off, l)
+	lf := s.fLeaf
+	if lf == nil || off>>leafShift != s.fKey {
+		// Walk down to the leaf, recording the path as the new finger.
+		s.fLeaf = nil
+		n := s.root
+		for l := s.height; l > 1; l-- {
+			i := index(off, l)
+			if n.full&(1<<i) != 0 {
+				return false
+			}
+			s.fPath[l] = n
+			c := n.kids[i]
+			if c == nil {
+				c = s.newInner()
+				n.setKid(i, c)
+			}
+			n = c
+		}
+		i := index(off, 1)
 		if n.full&(1<<i) != 0 {
 			return false
 		}
-		path[l] = n
-		c := n.kids[i]
-		if c == nil {
-			c = s.newInner()
-			n.kids[i] = c
+		s.fPath[1] = n
+		lf = n.leafs[i]
+		if lf == nil {
+			lf = s.newLeaf()
+			n.setLeaf(i, lf)
 		}
-		n = c
-	}
-	i := index(off, 1)
-	if n.full&(1<<i) != 0 {
-		return false
-	}
-	path[1] = n
-	lf := n.leafs[i]
-	if lf == nil {
-		lf = s.newLeaf()
-		n.leafs[i] = lf
+		s.fLeaf, s.fKey = lf, off>>leafShift
 	}
 	w, b := off>>6&63, off&63
 	if lf.words[w]&(1<<b) != 0 {
@@ -223,15 +285,11 @@ func (s *Set) Add(off uint64) bool {
 	}
 	lf.words[w] |= 1 << b
 	lf.count++
-	full := false
 	if lf.words[w] == all {
 		lf.full |= 1 << w
-		full = lf.full == all
-	}
-	for l := 1; l <= s.height; l++ {
-		p := path[l]
-		p.count++
-		if full {
+		// Mark the ancestors that became full.
+		for l, full := 1, lf.full == all; full && l <= s.height; l++ {
+			p := s.fPath[l]
 			p.full |= 1 << index(off, l)
 			full = p.full == all
 		}
@@ -249,50 +307,59 @@ func (s *Set) Remove(off uint64) bool {
 	if off > s.last {
 		return false
 	}
-	var path [maxHeight + 1]*inner
-	n := s.root
-	l := s.height
-	for ; l > 1; l-- {
-		i := index(off, l)
-		path[l] = n
-		c := n.kids[i]
-		if c == nil {
+	lf := s.fLeaf
+	if lf == nil || off>>leafShift != s.fKey {
+		// Walk down to the leaf, recording the path as the new finger and
+		// splitting children that are full but absent.
+		s.fLeaf = nil
+		n := s.root
+		for l := s.height; l > 1; l-- {
+			i := index(off, l)
+			s.fPath[l] = n
+			c := n.kids[i]
+			if c == nil {
+				if n.full&(1<<i) == 0 {
+					return false
+				}
+				c = s.fullInner()
+				n.setKid(i, c)
+			}
+			n = c
+		}
+		s.fPath[1] = n
+		i := index(off, 1)
+		lf = n.leafs[i]
+		if lf == nil {
 			if n.full&(1<<i) == 0 {
 				return false
 			}
-			c = s.fullInner(l - 1)
-			n.kids[i] = c
+			lf = s.fullLeaf()
+			n.setLeaf(i, lf)
 		}
-		n = c
-	}
-	path[1] = n
-	i := index(off, 1)
-	lf := n.leafs[i]
-	if lf == nil {
-		if n.full&(1<<i) == 0 {
-			return false
-		}
-		lf = s.fullLeaf()
-		n.leafs[i] = lf
+		s.fLeaf, s.fKey = lf, off>>leafShift
 	}
 	w, b := off>>6&63, off&63
 	if lf.words[w]&(1<<b) == 0 {
 		return false
 	}
-	lf.words[w] &^= 1 << b
-	lf.full &^= 1 << w
-	lf.count--
-	for l := 1; l <= s.height; l++ {
-		p := path[l]
-		p.count--
-		p.full &^= 1 << index(off, l)
+	if lf.words[w] == all {
+		// Unmark the ancestors that were full.
+		for l, full := 1, lf.full == all; full && l <= s.height; l++ {
+			p := s.fPath[l]
+			full = p.full == all
+			p.full &^= 1 << index(off, l)
+		}
+		lf.full &^= 1 << w
 	}
+	lf.words[w] &^= 1 << b
+	lf.count--
 	if lf.count == 0 {
-		path[1].leafs[index(off, 1)] = nil
+		s.fLeaf = nil
+		s.fPath[1].dropLeaf(index(off, 1))
 		s.freeLeaf(lf)
-		for l := 1; l < s.height && path[l].count == 0; l++ {
-			path[l+1].kids[index(off, l+1)] = nil
-			s.freeInner(path[l])
+		for l := 1; l < s.height && s.fPath[l].empty(); l++ {
+			s.fPath[l+1].dropKid(index(off, l+1))
+			s.freeInner(s.fPath[l])
 		}
 	}
 	if s.over {
@@ -320,36 +387,40 @@ func (s *Set) NextFree(lo, hi uint64) (uint64, bool) {
 // nextFree returns the lowest offset at or after lo that is not set; lo is
 // at most last, so the answer is too (padding beyond last is set).
 func (s *Set) nextFree(lo uint64) (uint64, bool) {
-	var path [maxHeight + 1]*inner
-	n := s.root
-	l := s.height
-	for {
-		path[l] = n
-		i := index(lo, l)
-		if n.full&(1<<i) != 0 {
-			break
+	var local [maxHeight + 1]*inner
+	path := &local
+	l := 1
+	if s.fLeaf != nil && lo>>leafShift == s.fKey {
+		// Start at the finger's leaf; only read the finger, as NextFree
+		// does not modify the set.
+		if off, ok := s.fLeaf.nextFree(lo); ok {
+			return off, true
 		}
-		if l == 1 {
-			lf := n.leafs[i]
-			if lf == nil {
+		path = &s.fPath
+	} else {
+		n := s.root
+		for l = s.height; ; l-- {
+			local[l] = n
+			i := index(lo, l)
+			if n.full&(1<<i) != 0 {
+				break
+			}
+			if l == 1 {
+				lf := n.leafs[i]
+				if lf == nil {
+					return lo, true
+				}
+				if off, ok := lf.nextFree(lo); ok {
+					return off, true
+				}
+				break
+			}
+			c := n.kids[i]
+			if c == nil {
 				return lo, true
 			}
-			w := lo >> 6 & 63
-			if m := ^lf.words[w] & (all << (lo & 63)); m != 0 {
-				return lo&^63 | uint64(bits.TrailingZeros64(m)), true
-			}
-			if m := ^lf.full & (all << w << 1); m != 0 {
-				w = uint64(bits.TrailingZeros64(m))
-				return lo&^(1<<leafShift-1) | w<<6 | uint64(bits.TrailingZeros64(^lf.words[w])), true
-			}
-			break
+			n = c
 		}
-		c := n.kids[i]
-		if c == nil {
-			return lo, true
-		}
-		n = c
-		l--
 	}
 	// Nothing is free at or after lo in the child of path[l] holding lo:
 	// look at its later siblings, then at those of its ancestors.
@@ -362,6 +433,20 @@ func (s *Set) nextFree(lo uint64) (uint64, bool) {
 			base := lo&^spanMask(cs+fanShift) | uint64(j)<<cs
 			return s.leftmostFree(n, l, j, base), true
 		}
+	}
+	return 0, false
+}
+
+// nextFree returns the lowest free offset of lf at or after lo, if any;
+// lo and the answer are absolute offsets.
+func (lf *leaf) nextFree(lo uint64) (uint64, bool) {
+	w := lo >> 6 & 63
+	if m := ^lf.words[w] & (all << (lo & 63)); m != 0 {
+		return lo&^63 | uint64(bits.TrailingZeros64(m)), true
+	}
+	if m := ^lf.full & (all << w << 1); m != 0 {
+		w = uint64(bits.TrailingZeros64(m))
+		return lo&^(1<<leafShift-1) | w<<6 | uint64(bits.TrailingZeros64(^lf.words[w])), true
 	}
 	return 0, false
 }
@@ -436,6 +521,7 @@ func (s *Set) AddRange(lo, hi uint64) (added uint64) {
 	if lo > hi {
 		return 0
 	}
+	s.fLeaf = nil
 	d, over := s.addInner(s.root, s.height, 0, lo, hi)
 	s.grow(d, over)
 	if over {
@@ -452,6 +538,7 @@ func (s *Set) RemoveRange(lo, hi uint64) (removed uint64) {
 	if lo > hi {
 		return 0
 	}
+	s.fLeaf = nil
 	d, over := s.removeInner(s.root, s.height, 0, lo, hi)
 	s.shrink(d, over)
 	if over {

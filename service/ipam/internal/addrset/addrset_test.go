@@ -387,3 +387,35 @@ func TestChurnDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per run", allocs)
 	}
 }
+
+// TestConcurrentReaders runs the methods that do not modify a set from
+// several goroutines at once; under the race detector it checks that they
+// do not write to it.
+func TestConcurrentReaders(t *testing.T) {
+	s := New(max64)
+	s.AddRange(0, 9999)
+	s.Remove(5000)
+	s.Add(max64)
+	s.Add(20000) // leaves a finger on the leaf of 20000
+	done := make(chan bool)
+	for g := range 4 {
+		go func() {
+			defer func() { done <- true }()
+			for i := range uint64(200) {
+				lo := i * 100 * uint64(g+1)
+				s.Has(lo)
+				s.NextFree(lo, max64)
+				s.NextFree(20000, max64)
+				s.NextFreeRun(lo, max64, 3)
+				s.Ascend(lo, lo+10, func(uint64) bool { return true })
+				s.Len()
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	if got, _ := s.NextFree(0, max64); got != 5000 {
+		t.Fatalf("NextFree = %d", got)
+	}
+}

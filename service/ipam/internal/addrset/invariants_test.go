@@ -87,8 +87,14 @@ func checkInvariants(s *Set) error {
 			}
 			count += c
 		}
-		if l < s.height && count != n.count {
-			return 0, fmt.Errorf("level %d node at %d: count %d, has %d", l, base, n.count, count)
+		present := 0
+		for i := range 64 {
+			if n.kids[i] != nil || n.leafs[i] != nil {
+				present++
+			}
+		}
+		if present != n.nkids {
+			return 0, fmt.Errorf("level %d node at %d: nkids %d, has %d", l, base, n.nkids, present)
 		}
 		return count, nil
 	}
@@ -97,6 +103,21 @@ func checkInvariants(s *Set) error {
 	}
 	if size != s.n {
 		return fmt.Errorf("size %d, counted %d", s.n, size)
+	}
+	if s.fLeaf != nil {
+		off := s.fKey << leafShift
+		n := s.root
+		for l := s.height; l >= 1; l-- {
+			if s.fPath[l] != n {
+				return fmt.Errorf("finger at %d: wrong node at level %d", off, l)
+			}
+			if l > 1 {
+				n = n.kids[index(off, l)]
+			}
+		}
+		if n.leafs[index(off, 1)] != s.fLeaf {
+			return fmt.Errorf("finger at %d: wrong leaf", off)
+		}
 	}
 	return nil
 }

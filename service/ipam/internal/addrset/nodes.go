@@ -33,11 +33,10 @@ func (s *Set) fullLeaf() *leaf {
 	return lf
 }
 
-// fullInner returns an inner node at level l holding all of its offsets.
-func (s *Set) fullInner(l int) *inner {
+// fullInner returns an inner node holding all of its offsets.
+func (s *Set) fullInner() *inner {
 	n := s.newInner()
 	n.full = all
-	n.count = 1 << (childShift(l) + fanShift)
 	return n
 }
 
@@ -119,27 +118,22 @@ func (s *Set) addInner(n *inner, l int, base, lo, hi uint64) (d uint64, over boo
 		var c uint64
 		switch {
 		case a == cb && b == cb+(span-1):
+			c = span
 			if l == 1 {
 				if lf := n.leafs[i]; lf != nil {
-					c = span - lf.count
-					n.leafs[i] = nil
-				} else {
-					c = span
+					c -= lf.count
+					n.dropLeaf(i)
 				}
-			} else {
-				if k := n.kids[i]; k != nil {
-					c = span - k.count
-					n.kids[i] = nil
-				} else {
-					c = span
-				}
+			} else if k := n.kids[i]; k != nil {
+				c -= k.size(l - 1)
+				n.dropKid(i)
 			}
 			n.full |= bit
 		case l == 1:
 			lf := n.leafs[i]
 			if lf == nil {
 				lf = s.newLeaf()
-				n.leafs[i] = lf
+				n.setLeaf(i, lf)
 			}
 			c = lf.addRange(a-cb, b-cb)
 			if lf.full == all {
@@ -149,14 +143,13 @@ func (s *Set) addInner(n *inner, l int, base, lo, hi uint64) (d uint64, over boo
 			k := n.kids[i]
 			if k == nil {
 				k = s.newInner()
-				n.kids[i] = k
+				n.setKid(i, k)
 			}
 			c, _ = s.addInner(k, l-1, cb, a, b)
 			if k.full == all {
 				n.full |= bit
 			}
 		}
-		n.count += c
 		var carry uint64
 		d, carry = bits.Add64(d, c, 0)
 		over = over || carry != 0
@@ -185,18 +178,18 @@ func (s *Set) removeInner(n *inner, l int, base, lo, hi uint64) (d uint64, over 
 			case a == cb && b == cb+(span-1):
 				if lf != nil {
 					c = lf.count
-					n.leafs[i] = nil
+					n.dropLeaf(i)
 				} else {
 					c = span
 				}
 			default:
 				if lf == nil {
 					lf = s.fullLeaf()
-					n.leafs[i] = lf
+					n.setLeaf(i, lf)
 				}
 				c = lf.removeRange(a-cb, b-cb)
 				if lf.count == 0 {
-					n.leafs[i] = nil
+					n.dropLeaf(i)
 					s.freeLeaf(lf)
 				}
 			}
@@ -207,19 +200,19 @@ func (s *Set) removeInner(n *inner, l int, base, lo, hi uint64) (d uint64, over 
 				continue
 			case a == cb && b == cb+(span-1):
 				if k != nil {
-					c = k.count
-					n.kids[i] = nil
+					c = k.size(l - 1)
+					n.dropKid(i)
 				} else {
 					c = span
 				}
 			default:
 				if k == nil {
-					k = s.fullInner(l - 1)
-					n.kids[i] = k
+					k = s.fullInner()
+					n.setKid(i, k)
 				}
 				c, _ = s.removeInner(k, l-1, cb, a, b)
-				if k.count == 0 {
-					n.kids[i] = nil
+				if k.empty() {
+					n.dropKid(i)
 					s.freeInner(k)
 				}
 			}
@@ -227,7 +220,6 @@ func (s *Set) removeInner(n *inner, l int, base, lo, hi uint64) (d uint64, over 
 		if c != 0 {
 			n.full &^= bit
 		}
-		n.count -= c
 		var carry uint64
 		d, carry = bits.Add64(d, c, 0)
 		over = over || carry != 0
