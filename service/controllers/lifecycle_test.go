@@ -23,10 +23,11 @@ type (
 	allocT  = ipamv1alpha1.IPAllocation
 )
 
-// TestExhaustedNetwork: an allocation from a full network waits with
-// Ready=False naming the exhaustion, and gets the address released by
-// another allocation's deletion.
-func TestExhaustedNetwork(t *testing.T) {
+// TestExhausted: an address from a full network and a prefix from a full
+// pool wait with Ready=False, reason Failed and the service's
+// ResourceExhausted message; the address comes as soon as another
+// allocation's deletion releases one.
+func TestExhausted(t *testing.T) {
 	s := testSuite(t)
 	c := s.k8s
 	ns := s.namespace(t, "exhausted")
@@ -53,6 +54,19 @@ func TestExhaustedNetwork(t *testing.T) {
 	del(t, c, &allocT{ObjectMeta: objectMeta(ns, "a1")})
 	waitGone[allocT](t, c, ns, "a1")
 	waitFor(t, c, ns, "a3", allocated("10.20.0.1/30", ""))
+
+	// A pool: a /24 pool holds two /25 pool allocations, not three.
+	create(t, c, ipPrefix(ns, "pool", "vpc-ex", ipamv1alpha1.PrefixKindPool, "10.20.1.0/24", "", map[string]string{"pool": "small"}))
+	waitFor(t, c, ns, "pool", recorded("10.20.1.0/24", ""))
+	poolSel := map[string]string{ipamv1alpha1.LabelNetworkInstance: "vpc-ex", "pool": "small"}
+	create(t, c, ipAllocation(ns, "p1", ipamv1alpha1.PrefixKindPool, 25, poolSel))
+	waitFor(t, c, ns, "p1", allocated("10.20.1.0/25", ""))
+	create(t, c, ipAllocation(ns, "p2", ipamv1alpha1.PrefixKindPool, 25, poolSel))
+	waitFor(t, c, ns, "p2", allocated("10.20.1.128/25", ""))
+	create(t, c, ipAllocation(ns, "p3", ipamv1alpha1.PrefixKindPool, 25, poolSel))
+	p3 := waitFor(t, c, ns, "p3", func(a *allocT) error { return failed(a.Status.Conditions, "no free /25 left") })
+	require.Empty(t, p3.Status.Prefix)
+	t.Logf("p3 Ready=False: %s", p3.Status.Conditions[1].Message)
 }
 
 // TestInvalidSpecRejected: the CRD schema makes the API server refuse
