@@ -49,6 +49,9 @@ type Config struct {
 	// EtcdEndpoints and EtcdPrefix configure the etcd store.
 	EtcdEndpoints []string
 	EtcdPrefix    string
+	// EtcdCA, EtcdCert and EtcdKey are PEM files for TLS to etcd: the CA of
+	// etcd's server certificates, and this client's certificate and key.
+	EtcdCA, EtcdCert, EtcdKey string
 	// TLSCert and TLSKey are PEM files of the server certificate; with
 	// ClientCA, clients must present a certificate signed by it (mTLS).
 	TLSCert, TLSKey, ClientCA string
@@ -116,7 +119,7 @@ func openStore(cfg Config, log *slog.Logger) (Store, error) {
 	case "memory":
 		return memoryStore{}, nil
 	case "etcd":
-		return nil, errors.New("store etcd: not available in this build yet")
+		return openEtcdStore(cfg, log)
 	}
 	return nil, fmt.Errorf("store %q: unknown (file, etcd or memory)", cfg.Store)
 }
@@ -204,7 +207,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}()
 
 	hub := NewHub(store, cfg.WatchBuffer, log)
-	a := ipam.New(ipam.WithJournal(hub))
+	allocOpts := []ipam.Option{ipam.WithJournal(hub)}
+	if c, ok := store.(ipam.Committer); ok { // shared stores (etcd) commit under the locks
+		allocOpts = append(allocOpts, ipam.WithCommitter(c))
+	}
+	a := ipam.New(allocOpts...)
 	metrics := NewMetrics(a, hub)
 	svc := NewService(a, hub, metrics)
 

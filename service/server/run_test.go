@@ -312,7 +312,9 @@ func TestRunErrors(t *testing.T) {
 		cfg  server.Config
 		want string
 	}{
-		{server.Config{Store: "etcd"}, "store etcd: not available in this build yet"},
+		{server.Config{Store: "etcd"}, "store etcd: --etcd-endpoints is required"},
+		{server.Config{Store: "etcd", EtcdEndpoints: []string{"127.0.0.1:1"}, EtcdCert: certs.ServerCert}, "store etcd: --etcd-cert and --etcd-key go together"},
+		{server.Config{Store: "etcd", EtcdEndpoints: []string{"127.0.0.1:1"}, EtcdCA: "/nonexistent/ca.pem"}, "store etcd: --etcd-ca: "},
 		{server.Config{Store: "bolt"}, `store "bolt": unknown (file, etcd or memory)`},
 		{server.Config{Store: "memory", TLSCert: certs.ServerCert}, "--tls-cert and --tls-key go together"},
 		{server.Config{Store: "memory", ClientCA: certs.CA}, "--client-ca needs --tls-cert and --tls-key"},

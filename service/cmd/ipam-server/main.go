@@ -20,9 +20,12 @@ func main() {
 	var etcd string
 	flag.StringVar(&cfg.Listen, "listen", "127.0.0.1:9090", "gRPC listen address host:port")
 	flag.StringVar(&cfg.DataDir, "data-dir", "./ipam-data", "directory of the file store")
-	flag.StringVar(&cfg.Store, "store", "file", "store: file (embedded, crash-safe) or etcd (not available in this build yet); memory keeps nothing")
+	flag.StringVar(&cfg.Store, "store", "file", "store: file (embedded, crash-safe) or etcd (several replicas share one etcd); memory keeps nothing")
 	flag.StringVar(&etcd, "etcd-endpoints", "", "comma-separated etcd endpoints (--store etcd)")
 	flag.StringVar(&cfg.EtcdPrefix, "etcd-prefix", "/ipam/", "key prefix in etcd (--store etcd)")
+	flag.StringVar(&cfg.EtcdCA, "etcd-ca", "", "PEM file of the CA of etcd's server certificates (--store etcd over TLS)")
+	flag.StringVar(&cfg.EtcdCert, "etcd-cert", "", "PEM file of the client certificate for etcd (--store etcd, with --etcd-key)")
+	flag.StringVar(&cfg.EtcdKey, "etcd-key", "", "PEM file of the client key for etcd (--store etcd)")
 	flag.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM file of the server certificate (enables TLS)")
 	flag.StringVar(&cfg.TLSKey, "tls-key", "", "PEM file of the server key")
 	flag.StringVar(&cfg.ClientCA, "client-ca", "", "PEM file of the CA of client certificates (requires and verifies them: mTLS)")

@@ -1,0 +1,153 @@
+package etcd_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// repoRoot is the module root (this package is service/store/etcd).
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// etcdBinary is the source-built etcd that make testbin installs.
+func etcdBinary(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(repoRoot(t), "bin", "k8s", "etcd")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s is missing: run make testbin", bin)
+	}
+	return bin
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// member is one etcd process of a test cluster.
+type member struct {
+	name, dir, clientURL string
+	args                 []string
+	cmd                  *exec.Cmd
+	done                 chan struct{}
+}
+
+// cluster is an etcd cluster of separate processes on loopback.
+type cluster struct {
+	t       testing.TB
+	bin     string
+	members []*member
+}
+
+// startCluster starts n etcd members on loopback and waits until the
+// cluster answers; they are killed when the test ends.
+func startCluster(t testing.TB, n int) *cluster {
+	t.Helper()
+	c := &cluster{t: t, bin: etcdBinary(t)}
+	base := t.TempDir()
+	var initial []string
+	peers := make([]string, n)
+	for i := range n {
+		peers[i] = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+		initial = append(initial, fmt.Sprintf("m%d=%s", i, peers[i]))
+	}
+	for i := range n {
+		m := &member{name: fmt.Sprintf("m%d", i), dir: filepath.Join(base, fmt.Sprintf("m%d", i)),
+			clientURL: fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
+		m.args = []string{"--name", m.name, "--data-dir", m.dir,
+			"--listen-client-urls", m.clientURL, "--advertise-client-urls", m.clientURL,
+			"--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--initial-cluster-token", "ipam-test", "--logger", "zap", "--log-level", "error"}
+		c.members = append(c.members, m)
+		c.start(m)
+	}
+	t.Cleanup(func() {
+		for _, m := range c.members {
+			c.kill(m)
+		}
+	})
+	c.waitHealthy(c.endpoints())
+	return c
+}
+
+// start runs m (again, on its data directory).
+func (c *cluster) start(m *member) {
+	c.t.Helper()
+	logf, err := os.OpenFile(m.dir+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	m.cmd = exec.Command(c.bin, m.args...)
+	m.cmd.Stdout, m.cmd.Stderr = logf, logf
+	if err := m.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	m.done = make(chan struct{})
+	go func() { m.cmd.Wait(); logf.Close(); close(m.done) }()
+}
+
+// kill ends m with SIGKILL (kill -9) and waits for it.
+func (c *cluster) kill(m *member) {
+	if m.cmd == nil || m.cmd.Process == nil {
+		return
+	}
+	m.cmd.Process.Signal(syscall.SIGKILL)
+	<-m.done
+	m.cmd = nil
+}
+
+// endpoints lists the client URLs of every member.
+func (c *cluster) endpoints() []string {
+	var out []string
+	for _, m := range c.members {
+		out = append(out, m.clientURL)
+	}
+	return out
+}
+
+// waitHealthy waits until a linearizable read succeeds through eps.
+func (c *cluster) waitHealthy(eps []string) {
+	c.t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer cli.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := cli.Get(ctx, "health")
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("etcd cluster %v not healthy: %v", eps, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
