@@ -27,8 +27,8 @@ import (
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 )
 
-// Name is the controller's name: its event source, its leader-election
-// lease prefix and its default owner in ipam-server logs.
+// Name is the controller's name: the reporting controller of the events
+// it records.
 const Name = "ipam-controller"
 
 // LeaderElectionID is the name of the Lease the controller replicas elect
