@@ -34,6 +34,7 @@ import (
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/controllers"
 	"github.com/nephio-project/ipam/service/server"
+	"github.com/nephio-project/ipam/service/server/servertest"
 )
 
 // crdDir holds the generated CRDs envtest installs.
@@ -144,23 +145,31 @@ type ipamServer struct {
 }
 
 // startServer runs ipam-server on addr with the file store in dataDir and
-// waits until its health service reports SERVING.
-func startServer(addr, dataDir string, logTo io.Writer) (*ipamServer, error) {
+// waits until its health service reports SERVING. With certs, it serves
+// TLS and requires client certificates (mTLS).
+func startServer(addr, dataDir string, logTo io.Writer, certs ...servertest.Certs) (*ipamServer, error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
+	cfg := server.Config{
+		Listener: lis,
+		DataDir:  dataDir,
+		Store:    "file",
+		Logger:   slog.New(slog.NewTextHandler(logTo, nil)).With("component", "ipam-server", "addr", lis.Addr().String()),
+	}
+	creds := insecure.NewCredentials()
+	if len(certs) > 0 {
+		c := certs[0]
+		cfg.TLSCert, cfg.TLSKey, cfg.ClientCA = c.ServerCert, c.ServerKey, c.CA
+		if creds, err = controllers.ClientCredentials(c.CA, c.ClientCert, c.ClientKey); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- server.Run(ctx, server.Config{
-			Listener: lis,
-			DataDir:  dataDir,
-			Store:    "file",
-			Logger:   slog.New(slog.NewTextHandler(logTo, nil)).With("component", "ipam-server", "addr", lis.Addr().String()),
-		})
-	}()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	go func() { done <- server.Run(ctx, cfg) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(creds))
 	if err != nil {
 		cancel()
 		return nil, errors.Join(err, <-done)
