@@ -131,6 +131,43 @@ image: ## build the ipam-fn container image ipam-fn:dev (FROM scratch, nothing p
 	docker buildx version >/dev/null 2>&1 || export DOCKER_BUILDKIT=0; \
 	docker build -t ipam-fn:dev -f "$$ctx"/Dockerfile.local "$$ctx"
 
+# Container images `make images` builds, as name:main-package:Dockerfile.
+# Each is FROM scratch around a static binary built here (CGO_ENABLED=0),
+# runs as the non-root uid 65532 and has no shell; nothing is pulled.
+# ipam-injector joins once injector/cmd/ipam-injector and its
+# injector/Dockerfile.local exist. Tags: $(VERSION) and dev.
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+IMAGES := ipam-fn:./functions/cmd/ipam-fn:functions/Dockerfile.local \
+	ipam-server:./service/cmd/ipam-server:service/Dockerfile.local \
+	ipam-controller:./service/cmd/ipam-controller:service/Dockerfile.controller.local
+INJECTOR_MAIN := $(wildcard injector/cmd/ipam-injector/*.go)
+ifneq ($(INJECTOR_MAIN),)
+ifneq ($(wildcard injector/Dockerfile.local),)
+IMAGES += ipam-injector:./injector/cmd/ipam-injector:injector/Dockerfile.local
+endif
+endif
+
+.PHONY: images
+
+images: ## build the container images (ipam-fn, ipam-server, ipam-controller, ipam-injector once it exists) tagged $(VERSION) and dev; skipped without docker
+	@if ! reason=$$(docker info 2>&1 >/dev/null); then echo "images: docker is not available (docker info failed: $$reason); skipping"; exit 0; fi; \
+	if [ -n "$(INJECTOR_MAIN)" ] && [ ! -f injector/Dockerfile.local ]; then echo "images: injector/Dockerfile.local does not exist yet; skipping ipam-injector"; fi; \
+	if [ -z "$(INJECTOR_MAIN)" ]; then echo "images: injector/cmd/ipam-injector does not exist yet; skipping ipam-injector"; fi; \
+	docker buildx version >/dev/null 2>&1 || export DOCKER_BUILDKIT=0; \
+	out=$(BIN)/images; rm -rf "$$out"; mkdir -p "$$out/bin"; \
+	pkgs=; for spec in $(IMAGES); do IFS=: read -r name pkg dockerfile <<< "$$spec"; pkgs="$$pkgs $$pkg"; done; \
+	echo "images: go build$$pkgs (CGO_ENABLED=0, static)"; \
+	CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o "$$out/bin/" $$pkgs; \
+	for spec in $(IMAGES); do \
+		IFS=: read -r name pkg dockerfile <<< "$$spec"; \
+		ctx="$$out/$$name"; mkdir -p "$$ctx/data"; \
+		cp "$$out/bin/$$name" "$$dockerfile" functions/image/passwd functions/image/group "$$ctx/"; \
+		if ! id=$$(docker build --pull=false -q -t "$$name:$(VERSION)" -t "$$name:dev" -f "$$ctx/$$(basename $$dockerfile)" "$$ctx" 2>"$$ctx/build.log"); then \
+			cat "$$ctx/build.log" >&2; echo "images: docker build of $$name failed" >&2; exit 1; fi; \
+		size=$$(docker image inspect --format '{{.Size}}' "$$name:dev"); \
+		printf 'images: %-16s %-28s %s  %5.1f MB\n' "$$name" "$$name:$(VERSION)" "$${id:7:12}" "$$(awk -v s="$$size" 'BEGIN { print s / 1000000 }')"; \
+	done
+
 # The API server envtest runs the controller tests against (ENVIRONMENT.md):
 # etcd and kube-apiserver built from the Go module proxy into bin/k8s, in
 # throwaway modules under bin/k8s/.build; bin/k8s/.versions records what
