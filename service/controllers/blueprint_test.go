@@ -247,6 +247,8 @@ func TestBlueprintLiveApply(t *testing.T) {
 		{"system:serviceaccount:ipam-system:ipam-injector", "porch.kpt.dev", "packagerevisionresources", "", "update", "any", true},
 		{"system:serviceaccount:ipam-system:ipam-injector", "porch.kpt.dev", "packagerevisions", "", "delete", "any", false},
 		{"system:serviceaccount:ipam-system:ipam-injector", "", "events", "", "create", "any", true},
+		{"system:serviceaccount:ipam-system:ipam-injector", "config.porch.kpt.dev", "repositories", "", "list", "", true},
+		{"system:serviceaccount:ipam-system:ipam-injector", "config.porch.kpt.dev", "repositories", "", "update", "any", false},
 		{"system:serviceaccount:ipam-system:ipam-injector", "ipam.nephio.org", "ipallocations", "", "list", "", false},
 		{"system:serviceaccount:ipam-system:ipam-injector", "", "secrets", "", "list", "", false},
 		{"system:serviceaccount:ipam-system:ipam-server", "", "configmaps", "", "get", "ipam-system", false},
