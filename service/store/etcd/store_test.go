@@ -173,7 +173,7 @@ func (c *client) allocate(ctx context.Context, name string, start int) (addr str
 // fill has n clients allocate distinct keys through the replicas until
 // the network is exhausted (or each did max keys, when max > 0); it
 // returns every acknowledged key with its address.
-func fill(t testing.TB, c *client, n, max int, during func(acked int64)) map[string]string {
+func fill(t testing.TB, c *client, round string, n, max int, during func(acked int64)) map[string]string {
 	t.Helper()
 	var mu sync.Mutex
 	acked := map[string]string{}
@@ -183,7 +183,7 @@ func fill(t testing.TB, c *client, n, max int, during func(acked int64)) map[str
 	for g := range n {
 		wg.Go(func() {
 			for i := 0; max <= 0 || i < max; i++ {
-				name := fmt.Sprintf("c%d-%d", g, i)
+				name := fmt.Sprintf("%s-c%d-%d", round, g, i)
 				addr, ok, err := c.allocate(context.Background(), name, g+i)
 				if err != nil {
 					errs <- err
@@ -232,18 +232,43 @@ func TestThreeReplicasFillOneNetwork(t *testing.T) {
 		conns = append(conns, s.Client(t))
 	}
 	seed20(t, conns[0], "10.0.0.0/20")
-	acked := fill(t, &client{conns: conns}, 64, 0, nil)
+	acked := fill(t, &client{conns: conns}, "fill", 64, 0, nil)
 	distinct(t, acked)
 	if len(acked) != capacity20 {
 		t.Fatalf("%d allocations acknowledged, want the capacity %d", len(acked), capacity20)
 	}
-	// Every replica agrees: the same request again returns the same address.
-	for name, addr := range acked {
-		for i, conn := range conns {
-			resp, err := conn.Allocate(context.Background(), &ipamv1.AllocateRequest{Allocation: &ipamv1.Allocation{Key: key(name), Selector: net20}})
-			if err != nil || resp.GetResult().GetPrefix() != addr {
-				t.Fatalf("replica %d: %s = %v, %v; want %s", i, name, resp.GetResult().GetPrefix(), err, addr)
+	agree(t, conns, acked)
+}
+
+// agree checks, with 64 clients, that every replica returns the
+// acknowledged address of every key when asked again (the same request
+// again returns the same result; a replica missing a key would allocate
+// it anew elsewhere).
+func agree(t testing.TB, conns []ipamv1.IPAMClient, acked map[string]string) {
+	t.Helper()
+	names := make(chan string)
+	errs := make(chan error, 64)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for name := range names {
+				for i, conn := range conns {
+					resp, err := conn.Allocate(context.Background(), &ipamv1.AllocateRequest{Allocation: &ipamv1.Allocation{Key: key(name), Selector: net20}})
+					if err != nil || resp.GetResult().GetPrefix() != acked[name] {
+						errs <- fmt.Errorf("replica %d: %s = %v, %v; want %s", i, name, resp.GetResult().GetPrefix(), err, acked[name])
+						return
+					}
+				}
 			}
-		}
+		})
+	}
+	for name := range acked {
+		names <- name
+	}
+	close(names)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
