@@ -137,6 +137,8 @@ image: ## build the ipam-fn container image ipam-fn:dev (FROM scratch, nothing p
 # ipam-injector joins once injector/cmd/ipam-injector and its
 # injector/Dockerfile.local exist. Tags: $(VERSION) and dev.
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+# Where `make images` builds the binaries and the build contexts.
+IMAGES_DIR ?= $(BIN)/images
 IMAGES := ipam-fn:./functions/cmd/ipam-fn:functions/Dockerfile.local \
 	ipam-server:./service/cmd/ipam-server:service/Dockerfile.local \
 	ipam-controller:./service/cmd/ipam-controller:service/Dockerfile.controller.local
@@ -154,7 +156,7 @@ images: ## build the container images (ipam-fn, ipam-server, ipam-controller, ip
 	if [ -n "$(INJECTOR_MAIN)" ] && [ ! -f injector/Dockerfile.local ]; then echo "images: injector/Dockerfile.local does not exist yet; skipping ipam-injector"; fi; \
 	if [ -z "$(INJECTOR_MAIN)" ]; then echo "images: injector/cmd/ipam-injector does not exist yet; skipping ipam-injector"; fi; \
 	docker buildx version >/dev/null 2>&1 || export DOCKER_BUILDKIT=0; \
-	out=$(BIN)/images; rm -rf "$$out"; mkdir -p "$$out/bin"; \
+	out=$(IMAGES_DIR); rm -rf "$$out"; mkdir -p "$$out/bin"; \
 	pkgs=; for spec in $(IMAGES); do IFS=: read -r name pkg dockerfile <<< "$$spec"; pkgs="$$pkgs $$pkg"; done; \
 	echo "images: go build$$pkgs (CGO_ENABLED=0, static)"; \
 	CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o "$$out/bin/" $$pkgs; \

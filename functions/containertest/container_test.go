@@ -148,14 +148,15 @@ func TestContainerMode(t *testing.T) {
 }
 
 // buildImages runs `make images` (the same commands users run) for the
-// images the test needs; docker's build cache keeps the image IDs when the
-// binaries did not change.
+// images the test needs, in a build directory of its own; docker's build
+// cache keeps the image IDs when the binaries did not change.
 func buildImages(t *testing.T, root string) {
 	t.Helper()
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "images", "IMAGES="+strings.Join(imageSpecs, " "))
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "images",
+		"IMAGES="+strings.Join(imageSpecs, " "), "IMAGES_DIR="+t.TempDir())
 	cmd.Dir = root
 	for _, e := range os.Environ() {
 		// Run as a make of its own, not as a sub-make of `make test`.
