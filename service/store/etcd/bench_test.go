@@ -13,16 +13,23 @@ import (
 )
 
 // BenchmarkEtcdVsFileDurableAllocs has 64 clients allocate addresses
-// through three replicas on a three-member etcd (in-process servers, etcd
-// members as processes, fsync on) and, in the same run, through one server
-// on the embedded file store (fsync on). It reports acknowledged (durable)
-// allocations per second of each ("etcd-allocs/s", "file-allocs/s") and
-// their ratio ("ratio", etcd over file).
+// through three replicas (and, for comparison, one) on a three-member etcd
+// (in-process servers, etcd members as processes, fsync on) and, in the
+// same run, through one server on the embedded file store (fsync on). It
+// reports acknowledged (durable) allocations per second of each
+// ("etcd-allocs/s", "file-allocs/s") and their ratio ("ratio", etcd over
+// file).
 func BenchmarkEtcdVsFileDurableAllocs(b *testing.B) {
+	for _, replicas := range []int{3, 1} {
+		b.Run(fmt.Sprint("replicas=", replicas), func(b *testing.B) { benchEtcdVsFile(b, replicas) })
+	}
+}
+
+func benchEtcdVsFile(b *testing.B, replicas int) {
 	const clients, perClient = 64, 8
 	c := startCluster(b, 3)
 	var etcdConns []ipamv1.IPAMClient
-	for range 3 {
+	for range replicas {
 		s := servertest.Start(b, server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: "/bench/"}, false)
 		etcdConns = append(etcdConns, s.Client(b))
 	}
