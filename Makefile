@@ -52,7 +52,7 @@ demo: ## run (as make run) for the five-minute tour; use bin/ipamctl in another 
 	$(BIN)/ipam-server --listen 127.0.0.1:9090 --data-dir $(BIN)/data --demo
 
 test: export KUBEBUILDER_ASSETS = $(TESTBIN)
-test: verify testbin ## build the tools the tests need under bin/ and run all tests
+test: verify testbin porch-env ## build the tools the tests need under bin/ and run all tests
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 
@@ -173,6 +173,19 @@ TESTBIN                := $(BIN)/k8s
 
 testbin: ## build etcd and kube-apiserver for envtest into bin/k8s unless they are there at the pinned versions
 	ETCD_VERSION=$(ETCD_VERSION) KUBE_VERSION=$(KUBE_APISERVER_VERSION) service/controllers/testbin/build.sh $(TESTBIN)
+
+# Porch for the injector's e2e test (ENVIRONMENT.md): the Porch server and
+# its function runner (func/server) built from the Go module proxy into
+# bin/porch, with the CRDs Porch needs; bin/porch/.versions records the
+# pins and the build is skipped while it matches. The test also runs the
+# etcd and kube-apiserver of testbin.
+PORCH_VERSION     := v1.5.8
+PORCH_KPT_VERSION := v1.0.0-beta.61
+
+.PHONY: porch-env
+
+porch-env: testbin ## build Porch and its function runner into bin/porch unless they are there at the pinned versions
+	PORCH_VERSION=$(PORCH_VERSION) KPT_VERSION=$(PORCH_KPT_VERSION) injector/porchenv/build.sh $(BIN)/porch
 
 blueprint-crds: generate-api ## copy the generated CRDs into the blueprints/ipam kpt package
 	rm -f blueprints/ipam/crds/*.yaml

@@ -1,0 +1,39 @@
+// Command ipam-injector watches Porch PackageRevisions and allocates the
+// IPAM resources of Draft revisions with ipam-server (see package injector).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/nephio-project/ipam/injector"
+)
+
+func main() {
+	var cfg injector.Config
+	flag.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster or $KUBECONFIG)")
+	flag.StringVar(&cfg.Server, "server", "", "ipam-server address, host:port (required)")
+	flag.StringVar(&cfg.Namespace, "namespace", "", "watch PackageRevisions in this namespace only (default: all)")
+	flag.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM file of the CA that signed ipam-server's certificate (enables TLS)")
+	flag.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM client certificate for mTLS")
+	flag.StringVar(&cfg.TLSKey, "tls-key", "", "PEM client key for mTLS")
+	flag.DurationVar(&cfg.Timeout, "timeout", 0, "bound of each ipam-server call (default 10s)")
+	flag.DurationVar(&cfg.GCInterval, "gc-interval", 0, "how often allocations of deleted packages are released (default 1m)")
+	flag.Parse()
+	cfg.Logger = logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, nil))
+	ctrl.SetLogger(cfg.Logger)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := injector.Run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "ipam-injector:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,68 @@
+package injector
+
+import (
+	"strings"
+	"testing"
+)
+
+const kptfile = `apiVersion: kpt.dev/v1
+kind: Kptfile
+metadata:
+  name: pkg # the package
+info:
+  description: d
+status:
+  conditions:
+  - type: Other
+    status: "True"
+`
+
+// An untouched package serializes back to nothing to write, and a set
+// condition rewrites only the Kptfile, keeping other conditions.
+func TestFilesAndCondition(t *testing.T) {
+	res := map[string]string{
+		"Kptfile":   kptfile,
+		"app.yaml":  "# a comment\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n",
+		"README.md": "not yaml: [",
+	}
+	p, err := parseFiles(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.items) != 3 {
+		t.Fatalf("%d items, want 3", len(p.items))
+	}
+	if out := p.changedFiles(); len(out) != 0 {
+		t.Fatalf("nothing changed but %v would be written", out)
+	}
+	c := condition{Type: ConditionType, Status: "False", Reason: ReasonFailed, Message: "no free address"}
+	changed, err := setCondition(p.kptfile(), c)
+	if err != nil || !changed {
+		t.Fatalf("setCondition: %v %v", changed, err)
+	}
+	if again, _ := setCondition(p.kptfile(), c); again {
+		t.Error("setting the same condition again reported a change")
+	}
+	out := p.changedFiles()
+	if len(out) != 1 || out["Kptfile"] == "" {
+		t.Fatalf("written %v, want the Kptfile only", out)
+	}
+	got, ok := getCondition(out)
+	if !ok || got != c {
+		t.Errorf("condition %+v, want %+v", got, c)
+	}
+	for _, want := range []string{"type: Other", "# the package", "reason: AllocationFailed"} {
+		if !strings.Contains(out["Kptfile"], want) {
+			t.Errorf("Kptfile lost %q:\n%s", want, out["Kptfile"])
+		}
+	}
+	if strings.Contains(out["Kptfile"], annotationPath) {
+		t.Errorf("Kptfile keeps the path annotation:\n%s", out["Kptfile"])
+	}
+}
+
+func TestOwner(t *testing.T) {
+	if got := Owner("blueprints", "net-pkg"); got != "blueprints/net-pkg" {
+		t.Errorf("Owner = %q", got)
+	}
+}
