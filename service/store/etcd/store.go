@@ -16,6 +16,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // DefaultPrefix is the key prefix used when Options.Prefix is empty.
@@ -76,6 +78,10 @@ func (e *staleError) Error() string {
 	}
 	return fmt.Sprintf("etcd: another replica committed first (head at revision %d): %s", e.target, ipam.ErrStale)
 }
+
+// GRPCStatus makes a commit still refused after the allocator's retries
+// reach clients as Unavailable: retrying later is safe.
+func (e *staleError) GRPCStatus() *status.Status { return status.New(codes.Unavailable, e.Error()) }
 
 // Unwrap returns ipam.ErrStale and the cause.
 func (e *staleError) Unwrap() []error {
@@ -246,7 +252,7 @@ func (s *Store) Commit(recs []ipam.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failed != nil {
-		return s.failed
+		return &unavailableError{s.failed}
 	}
 	next := s.seq + 1
 	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
@@ -283,7 +289,7 @@ func (s *Store) CatchUp(err error) error {
 	if target == 0 {
 		resp, gerr := s.cli.Get(ctx, s.head)
 		if gerr != nil {
-			return fmt.Errorf("store etcd: reading the head: %w", errors.Join(gerr, err))
+			return &unavailableError{fmt.Errorf("store etcd: reading the head: %w", errors.Join(gerr, err))}
 		}
 		if len(resp.Kvs) > 0 {
 			target = resp.Kvs[0].ModRevision
@@ -294,7 +300,7 @@ func (s *Store) CatchUp(err error) error {
 		applied, failed, advanced := s.applied, s.failed, s.advanced
 		s.mu.Unlock()
 		if failed != nil {
-			return failed
+			return &unavailableError{failed}
 		}
 		if applied >= target {
 			return nil
@@ -302,7 +308,7 @@ func (s *Store) CatchUp(err error) error {
 		select {
 		case <-advanced:
 		case <-ctx.Done():
-			return fmt.Errorf("store etcd: catching up to revision %d (at %d): %w", target, applied, errors.Join(ctx.Err(), err))
+			return &unavailableError{fmt.Errorf("store etcd: catching up to revision %d (at %d): %w", target, applied, errors.Join(ctx.Err(), err))}
 		}
 	}
 }
@@ -336,6 +342,21 @@ func (s *Store) Close() error {
 		<-s.watched
 	}
 	return s.cli.Close()
+}
+
+// unavailableError is a failure to reach etcd or to follow its log: the
+// change was rolled back and clients may retry (on another replica).
+type unavailableError struct{ err error }
+
+// Error returns the message of the failure.
+func (e *unavailableError) Error() string { return e.err.Error() }
+
+// Unwrap returns the failure.
+func (e *unavailableError) Unwrap() error { return e.err }
+
+// GRPCStatus maps the failure to codes.Unavailable.
+func (e *unavailableError) GRPCStatus() *status.Status {
+	return status.New(codes.Unavailable, e.err.Error())
 }
 
 func decode(b []byte) ([]ipam.Record, error) {
