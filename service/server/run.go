@@ -211,6 +211,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if c, ok := store.(ipam.Committer); ok { // shared stores (etcd) commit under the locks
 		allocOpts = append(allocOpts, ipam.WithCommitter(c))
 	}
+	if p, ok := store.(interface{ Publish(ipam.Journal) }); ok { // and bring other replicas' changes to watchers
+		p.Publish(hub)
+	}
 	a := ipam.New(allocOpts...)
 	metrics := NewMetrics(a, hub)
 	svc := NewService(a, hub, metrics)

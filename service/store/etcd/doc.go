@@ -20,8 +20,11 @@
 //     back through the watch and the retry finds its result (the same
 //     request again returns the same result).
 //   - A watch on PREFIX/log/ applies other replicas' entries, in revision
-//     order, with ipam.Allocator.Apply; entries at or below the applied
+//     order, with ipam.Allocator.Apply, and passes them to the journal given
+//     to Publish (the server's watch hub); entries at or below the applied
 //     revision (this replica's own) are skipped.
+//   - A commit still stale after the retries, or a replica that cannot reach
+//     etcd or follow its log, answers gRPC Unavailable: retry elsewhere.
 //
 // So every committed entry was decided on the state of all entries before
 // it: two replicas never hand out the same address or overlapping
@@ -32,6 +35,5 @@
 //
 // Not done yet: compaction (a snapshot key and deleting old log entries; the
 // log grows by one key per mutation and etcd's own revision history must
-// not be compacted below the oldest replica's watch), and publishing other
-// replicas' changes to this replica's Watch streams.
+// not be compacted below the oldest replica's watch).
 package etcd

@@ -62,6 +62,8 @@ type Store struct {
 	seq      uint64        // sequence number of the last applied entry
 	advanced chan struct{} // closed and replaced whenever applied grows
 	failed   error         // the allocator can no longer follow etcd
+
+	publish ipam.Journal // receives other replicas' entries once applied (nil: none)
 }
 
 // staleError is a refused or undecided commit: the allocator must reach
@@ -132,6 +134,12 @@ func (s *Store) logKey(seq uint64) string { return fmt.Sprintf("%s%020d", s.logP
 func (s *Store) seqOf(key []byte) (uint64, error) {
 	return strconv.ParseUint(strings.TrimPrefix(string(key), s.logPfx), 10, 64)
 }
+
+// Publish makes the store pass the records of other replicas' entries,
+// once applied, to j (the server's watch hub) in commit order, so that
+// watchers of this replica see every replica's changes. Call it before
+// Restore.
+func (s *Store) Publish(j ipam.Journal) { s.publish = j }
 
 // Restore loads every log entry into a (a fresh allocator), then follows
 // the log with a watch until Close. a must use s as its Committer.
@@ -221,6 +229,15 @@ func (s *Store) applyEntry(kv *mvccpb.KeyValue) error {
 	// No commit can succeed meanwhile: the head is past s.applied.
 	if err := a.Apply(recs); err != nil {
 		return fmt.Errorf("store etcd: applying %s: %w", kv.Key, err)
+	}
+	// Before s.applied moves on, so that no later local change is
+	// published first.
+	if s.publish != nil {
+		if wait := s.publish.Append(recs); wait != nil {
+			if err := wait(); err != nil {
+				return fmt.Errorf("store etcd: publishing %s: %w", kv.Key, err)
+			}
+		}
 	}
 	s.mu.Lock()
 	s.applied, s.seq = kv.ModRevision, seq

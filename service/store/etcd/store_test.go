@@ -272,3 +272,40 @@ func agree(t testing.TB, conns []ipamv1.IPAMClient, acked map[string]string) {
 		t.Fatal(err)
 	}
 }
+
+// TestWatchSeesOtherReplicas: a Watch stream on one replica receives the
+// allocations made through another.
+func TestWatchSeesOtherReplicas(t *testing.T) {
+	c := startCluster(t, 1)
+	var conns []ipamv1.IPAMClient
+	for range 2 {
+		s := servertest.Start(t, server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: "/watch/"}, false)
+		conns = append(conns, s.Client(t))
+	}
+	seed20(t, conns[0], "10.0.0.0/20")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	w, err := conns[1].Watch(ctx, &ipamv1.WatchRequest{NetworkInstance: "vpc-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Header(); err != nil {
+		t.Fatal(err)
+	}
+	addr, ok, err := (&client{conns: conns[:1]}).allocate(ctx, "remote", 0)
+	if err != nil || !ok {
+		t.Fatalf("allocate: %v, %v", ok, err)
+	}
+	for {
+		ev, err := w.Recv()
+		if err != nil {
+			t.Fatalf("watch on the other replica: %v", err)
+		}
+		if ev.GetKey().GetName() == "remote" {
+			if got := ev.GetObject().GetAllocation().GetResult().GetPrefix(); got != addr {
+				t.Fatalf("watched %s, allocated %s", got, addr)
+			}
+			return
+		}
+	}
+}
