@@ -366,6 +366,37 @@ func TestPorchE2E(t *testing.T) {
 		}
 		return fmt.Errorf("no %s Event on %s among %d", EventFailed, small, len(evs.Items))
 	})
+	// The readiness gate: Porch serves the Kptfile's gate and the False
+	// condition on the PackageRevision, where porchctl rpkg propose and
+	// approve check them (Porch v1.5.8 enforces gates in the client, not
+	// in the approval subresource).
+	x.edit(small, func(r map[string]string) {
+		r["Kptfile"] = strings.Replace(r["Kptfile"], "info:\n", "info:\n"+readinessGate, 1)
+	})
+	eventually(t, 30*time.Second, "gate and condition on the PackageRevision", func() error {
+		u := newRevision()
+		if err := env.k8s.Get(x.ctx, x.key(small), u); err != nil {
+			return err
+		}
+		gates, _, _ := unstructured.NestedSlice(u.Object, "spec", "readinessGates")
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		gated, failed := false, false
+		for _, g := range gates {
+			if m, _ := g.(map[string]any); m["conditionType"] == ConditionType {
+				gated = true
+			}
+		}
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == ConditionType && m["status"] == "False" {
+				failed = true
+			}
+		}
+		if !gated || !failed {
+			return fmt.Errorf("spec.readinessGates %v, status.conditions %v", gates, conds)
+		}
+		t.Logf("PackageRevision %s: spec.readinessGates %v, status.conditions %v", small, gates, conds)
+		return nil
+	})
 	t.Logf("Porch e2e took %s", time.Since(start).Round(100*time.Millisecond))
 }
 
