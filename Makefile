@@ -56,7 +56,8 @@ test: verify testbin porch-env ## build the tools the tests need under bin/ and 
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-bench: ## run the benchmarks and print them against the DESIGN.md targets
+bench: export KUBEBUILDER_ASSETS = $(TESTBIN)
+bench: testbin ## run the benchmarks and print them against the DESIGN.md targets
 	@mkdir -p $(BIN)
 	@status=0; \
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count=1 ./... 2>&1 | tee $(BIN)/bench.txt || status=$$?; \

@@ -50,6 +50,7 @@ func codeOf(err error) codes.Code {
 		code     codes.Code
 	}{
 		{ErrUnavailable, codes.Unavailable},
+		{ipam.ErrStale, codes.Unavailable},
 		{ipam.ErrInvalid, codes.InvalidArgument},
 		{ipam.ErrNotFound, codes.NotFound},
 		{ipam.ErrConflict, codes.AlreadyExists},
