@@ -63,6 +63,22 @@ type Injector struct {
 
 	mu     sync.Mutex
 	owners map[string]string // owner -> namespace, every owner synced by this process
+	warned map[string]string // revision -> resourceVersion of its last parse-error Event
+}
+
+// firstWarning reports whether no parse-error Event was recorded yet for
+// this version of the revision, and records one.
+func (in *Injector) firstWarning(revision, version string) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.warned == nil {
+		in.warned = map[string]string{}
+	}
+	if in.warned[revision] == version {
+		return false
+	}
+	in.warned[revision] = version
+	return true
 }
 
 // Owner is the ipam-server owner of every IPAM resource of a package: its
@@ -107,8 +123,11 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, attem
 	}
 	files, err := parseFiles(prr.Spec.Resources)
 	if err != nil {
-		// Not parseable: nothing the injector can do until someone edits it.
-		in.event(pr, corev1.EventTypeWarning, EventFailed, err.Error())
+		// Not parseable: nothing the injector can do until someone edits
+		// it; one Event per version, not one per resync.
+		if in.firstWarning(key.String(), prr.ResourceVersion) {
+			in.event(pr, corev1.EventTypeWarning, EventFailed, err.Error())
+		}
 		return nil
 	}
 	if !ipamfn.HasIPAMObjects(files.items) {

@@ -66,3 +66,10 @@ func TestOwner(t *testing.T) {
 		t.Errorf("Owner = %q", got)
 	}
 }
+
+func TestFirstWarning(t *testing.T) {
+	var in Injector
+	if !in.firstWarning("ns/a", "1") || in.firstWarning("ns/a", "1") || !in.firstWarning("ns/a", "2") {
+		t.Error("want one warning per revision version")
+	}
+}
