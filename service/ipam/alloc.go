@@ -114,7 +114,7 @@ func (t *tx) putAllocation(os *ownerState, r Allocation) (Result, error) {
 			if err := t.relabelAlloc(old, r); err != nil {
 				return Result{}, err
 			}
-			t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: &AllocationRecord{Allocation: r, Result: old.result()}})
+			t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: t.newAllocRecord(r, old.result())})
 		}
 		return old.result(), nil
 	}
@@ -140,7 +140,7 @@ func (t *tx) putAllocation(os *ownerState, r Allocation) (Result, error) {
 	}
 	t.setAlloc(os, nsn(r.Key), o)
 	res := o.result()
-	t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: &AllocationRecord{Allocation: r, Result: res}})
+	t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: t.newAllocRecord(r, res)})
 	return res, nil
 }
 
@@ -250,21 +250,7 @@ func (t *tx) placeAddress(o *allocObj) error {
 	if r.Prefix.IsValid() {
 		return t.placeExactAddress(o, cnt)
 	}
-	var buf [8]labelPair
-	tm := terms(buf[:0], r.Selector, labelPair{LabelNetworkInstance, v.name}, labelPair{LabelPrefixKind, string(r.Kind)},
-		labelPair{LabelAddressFamily, string(r.AddressFamily)})
-	cands := v.index.match(tm, func(e *entry) bool {
-		switch {
-		case e.node != nil:
-			return e.node.isBitmap()
-		case e.host != nil:
-			// A static address is picked only by a selector more specific
-			// than its network's labels, and only for a single address.
-			return cnt == 1 && !e.host.node.entry.matches(tm)
-		default:
-			return !e.rng.node.entry.matches(tm)
-		}
-	})
+	cands := t.addressCandidates(v, r, cnt == 1)
 	if len(cands) == 0 {
 		return errf(ErrNotFound, ObjAllocation, r.Key, "spec.selector", "selector %s matches no %s prefix in network instance %s", formatSelector(r.Selector), r.Kind, v.name)
 	}
@@ -317,6 +303,33 @@ func (t *tx) placeAddress(o *allocObj) error {
 		return errf(ErrExhausted, ObjAllocation, r.Key, "spec.selector", "no free %s left in %s %s", what, cands[0].node.kind, cands[0].node.prefix)
 	}
 	return errf(ErrExhausted, ObjAllocation, r.Key, "spec.selector", "no free %s left in the %d prefixes and ranges matching %s", what, len(cands), formatSelector(r.Selector))
+}
+
+// addressCandidates returns the networks, static addresses and ranges an
+// address request may take from, in prefix order.
+func (t *tx) addressCandidates(v *vrf, r Allocation, single bool) []*entry {
+	c := &t.sel
+	if c.v == v && c.gen == v.index.gen && c.kind == r.Kind && c.family == r.AddressFamily && c.single == single &&
+		maps.Equal(c.selector, r.Selector) {
+		return c.cands
+	}
+	var buf [8]labelPair
+	tm := terms(buf[:0], r.Selector, labelPair{LabelNetworkInstance, v.name}, labelPair{LabelPrefixKind, string(r.Kind)},
+		labelPair{LabelAddressFamily, string(r.AddressFamily)})
+	cands := v.index.match(tm, func(e *entry) bool {
+		switch {
+		case e.node != nil:
+			return e.node.isBitmap()
+		case e.host != nil:
+			// A static address is picked only by a selector more specific
+			// than its network's labels, and only for a single address.
+			return single && !e.host.node.entry.matches(tm)
+		default:
+			return !e.rng.node.entry.matches(tm)
+		}
+	})
+	*c = selCache{v: v, gen: v.index.gen, selector: r.Selector, kind: r.Kind, family: r.AddressFamily, single: single, cands: cands}
+	return cands
 }
 
 func (t *tx) placeExactAddress(o *allocObj, cnt uint64) error {

@@ -41,6 +41,7 @@ func (e *entry) matches(terms []labelPair) bool {
 // selector is answered from its rarest term instead of a scan.
 type labelIndex struct {
 	post map[labelPair]map[*entry]struct{}
+	gen  uint64 // changes whenever an entry is added or removed
 }
 
 func newLabelIndex() labelIndex {
@@ -48,6 +49,7 @@ func newLabelIndex() labelIndex {
 }
 
 func (ix *labelIndex) add(e *entry) {
+	ix.gen++
 	for k, v := range e.labels {
 		lp := labelPair{k, v}
 		set := ix.post[lp]
@@ -60,6 +62,7 @@ func (ix *labelIndex) add(e *entry) {
 }
 
 func (ix *labelIndex) remove(e *entry) {
+	ix.gen++
 	for k, v := range e.labels {
 		lp := labelPair{k, v}
 		if set := ix.post[lp]; set != nil {

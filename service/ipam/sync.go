@@ -127,6 +127,7 @@ func (t *tx) sync(os *ownerState, req SyncRequest) (SyncResult, error) {
 	n := len(req.NetworkInstances) + len(req.Prefixes) + len(req.Ranges) + len(req.Allocations)
 	t.recs = make([]Record, 0, n)
 	t.undo = make([]func(), 0, 4*n)
+	t.slab = make([]AllocationRecord, 0, len(req.Allocations))
 	var errs []error
 	// item runs one step; a failed step is undone on its own so the next
 	// steps see a consistent state, and its error is collected.

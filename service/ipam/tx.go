@@ -24,6 +24,33 @@ type tx struct {
 	// found in; such nodes have no children, so one that contains an
 	// address is the node of that address.
 	bitmap *node
+	// sel caches the candidates of the last address selection: the
+	// allocations of one package mostly share a selector.
+	sel selCache
+	// slab backs the allocation records of a Sync.
+	slab []AllocationRecord
+}
+
+// selCache is one cached selection; it is valid while the VRF's index has
+// not changed (gen).
+type selCache struct {
+	v        *vrf
+	gen      uint64
+	selector Labels
+	kind     Kind
+	family   Family
+	single   bool
+	cands    []*entry
+}
+
+// newAllocRecord returns a record for a journal entry, from the slab when
+// one is reserved.
+func (t *tx) newAllocRecord(r Allocation, res Result) *AllocationRecord {
+	if len(t.slab) < cap(t.slab) {
+		t.slab = append(t.slab, AllocationRecord{Allocation: r, Result: res})
+		return &t.slab[len(t.slab)-1]
+	}
+	return &AllocationRecord{Allocation: r, Result: res}
 }
 
 func (t *tx) onUndo(f func()) {
