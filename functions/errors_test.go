@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nephio-project/ipam/functions/internal/pkgtest"
 )
 
 // writePackage writes a package named name with the given resources
@@ -46,8 +48,8 @@ pipeline:
 			t.Fatal(err)
 		}
 	}
-	git(t, dir, "init", "--quiet")
-	commitAll(t, dir, "input")
+	pkgtest.Git(t, dir, "init", "--quiet")
+	pkgtest.CommitAll(t, dir, "input")
 	return dir
 }
 
@@ -105,7 +107,7 @@ func TestRenderServerUnreachable(t *testing.T) {
 	if msg := oneResult(t, resultsDir); !strings.HasPrefix(msg, want) {
 		t.Errorf("result %q\nwant prefix %q", msg, want)
 	}
-	if st := git(t, pkg, "status", "--porcelain"); st != "" {
+	if st := pkgtest.Git(t, pkg, "status", "--porcelain"); st != "" {
 		t.Errorf("package changed:\n%s", st)
 	}
 }
@@ -130,7 +132,7 @@ func TestRenderWithoutServerConfig(t *testing.T) {
 	if out, ok := render(t, plain, t.TempDir()); !ok {
 		t.Fatalf("a package without IPAM resources failed:\n%s", out)
 	}
-	if st := git(t, plain, "status", "--porcelain"); st != "" {
+	if st := pkgtest.Git(t, plain, "status", "--porcelain"); st != "" {
 		t.Errorf("package changed:\n%s", st)
 	}
 }
@@ -189,10 +191,10 @@ spec:
 	if !oks[0] {
 		winner, loser = 1, 0
 	}
-	if d := git(t, pkgs[winner], "diff"); !strings.Contains(d, "+  prefix: 10.9.0.2/30") {
+	if d := pkgtest.Git(t, pkgs[winner], "diff"); !strings.Contains(d, "+  prefix: 10.9.0.2/30") {
 		t.Errorf("%s did not get 10.9.0.2/30:\n%s", names[winner], d)
 	}
-	if st := git(t, pkgs[loser], "status", "--porcelain"); st != "" {
+	if st := pkgtest.Git(t, pkgs[loser], "status", "--porcelain"); st != "" {
 		t.Errorf("%s failed but changed:\n%s", names[loser], st)
 	}
 	_, list := readResults(t, resultsDirs[loser])
@@ -232,7 +234,7 @@ spec:
 	if out, ok := renderEnv(t, pkg, t.TempDir(), "IPAM_SERVER="+addr); !ok {
 		t.Fatalf("render with IPAM_SERVER=%s failed:\n%s", addr, out)
 	}
-	if d := git(t, pkg, "diff"); !strings.Contains(d, "+  prefix: 10.7.1.1/24") {
+	if d := pkgtest.Git(t, pkg, "diff"); !strings.Contains(d, "+  prefix: 10.7.1.1/24") {
 		t.Errorf("alloc-env did not get 10.7.1.1/24:\n%s", d)
 	}
 }

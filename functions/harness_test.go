@@ -5,33 +5,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nephio-project/ipam/functions/internal/pkgtest"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
-
-// repoRoot is the module root, the parent of functions/.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Dir(wd)
-}
 
 var (
 	binOnce sync.Once
@@ -51,7 +41,7 @@ func binaries(t testing.TB) string {
 		// One build for all three: ipam-fn, ipam-server and noop.
 		cmd := exec.Command("go", "build", "-o", binDir+string(filepath.Separator),
 			"./functions/cmd/ipam-fn", "./service/cmd/ipam-server", "./functions/internal/noop")
-		cmd.Dir = repoRoot(t)
+		cmd.Dir = pkgtest.ModuleRoot(t)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -151,67 +141,6 @@ func renderEnv(t testing.TB, dir, resultsDir string, env ...string) (string, boo
 	return string(out), err == nil
 }
 
-// git runs git in dir and returns its output.
-func git(t testing.TB, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=ipam-fn test", "-c", "user.email=test@example.invalid",
-		"-c", "commit.gpgsign=false", "-c", "core.autocrlf=false"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-// commitAll records the package as it is now.
-func commitAll(t testing.TB, dir, msg string) {
-	t.Helper()
-	git(t, dir, "add", "--all", ".")
-	git(t, dir, "commit", "--quiet", "--allow-empty", "-m", msg)
-}
-
-var (
-	indexLine = regexp.MustCompile(`(?m)^index [0-9a-f]+\.\.[0-9a-f]+( [0-7]+)?\n`)
-	timestamp = regexp.MustCompile(`(lastTransitionTime: )"?\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})"?`)
-)
-
-// diff is the package's change since the last commit as `git diff` shows
-// it, with blob hashes dropped and condition times masked.
-func diff(t testing.TB, dir string) string {
-	t.Helper()
-	d := git(t, dir, "diff", "--no-color", "--no-ext-diff")
-	d = indexLine.ReplaceAllString(d, "")
-	return timestamp.ReplaceAllString(d, `${1}"<masked>"`)
-}
-
-// copyPackage copies the package at src into dst, leaving out the
-// expectations (.expected, .steps).
-func copyPackage(t testing.TB, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		if d.IsDir() {
-			if d.Name() == ".expected" || d.Name() == ".steps" {
-				return filepath.SkipDir
-			}
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // The placeholders a golden package is written with: the exec path as run
 // from the repository root after `make build`, and the server's default
 // address.
@@ -224,20 +153,6 @@ const (
 // against the server at addr.
 func point(t testing.TB, dir, fnBin, addr string) {
 	t.Helper()
-	replaceIn(t, filepath.Join(dir, "Kptfile"), execPlaceholder, "exec: "+fnBin)
-	replaceIn(t, filepath.Join(dir, "ipam-fn-config.yaml"), serverPlaceholder, "server: "+addr)
-}
-
-func replaceIn(t testing.TB, file, old, new string) {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(b, []byte(old)) {
-		t.Fatalf("%s does not contain %q", file, old)
-	}
-	if err := os.WriteFile(file, bytes.ReplaceAll(b, []byte(old), []byte(new)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pkgtest.ReplaceIn(t, filepath.Join(dir, "Kptfile"), execPlaceholder, "exec: "+fnBin)
+	pkgtest.ReplaceIn(t, filepath.Join(dir, "ipam-fn-config.yaml"), serverPlaceholder, "server: "+addr)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nephio-project/ipam/functions/internal/pkgtest"
+
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
@@ -64,7 +66,7 @@ func steps(t *testing.T, caseDir string) []step {
 // case's expectations. A render that succeeds is repeated and must change
 // nothing; a render that fails must leave the package as it was.
 func TestGolden(t *testing.T) {
-	root := filepath.Join(repoRoot(t), "testdata")
+	root := filepath.Join(pkgtest.ModuleRoot(t), "testdata")
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		t.Fatal(err)
@@ -87,14 +89,14 @@ func TestGolden(t *testing.T) {
 			caseDir := filepath.Join(root, name)
 			addr := startServer(t)
 			pkg := filepath.Join(t.TempDir(), name)
-			copyPackage(t, caseDir, pkg)
+			pkgtest.CopyPackage(t, caseDir, pkg)
 			point(t, pkg, fnBin, addr)
-			git(t, pkg, "init", "--quiet")
+			pkgtest.Git(t, pkg, "init", "--quiet")
 			for _, s := range steps(t, caseDir) {
 				if s.overlay != "" {
 					overlay(t, s.overlay, pkg)
 				}
-				commitAll(t, pkg, "input of "+s.name)
+				pkgtest.CommitAll(t, pkg, "input of "+s.name)
 				runStep(t, s, pkg)
 			}
 		})
@@ -128,7 +130,7 @@ func runStep(t *testing.T, s step, pkg string) {
 	t.Helper()
 	resultsDir := t.TempDir()
 	out, ok := render(t, pkg, resultsDir)
-	gotDiff := diff(t, pkg)
+	gotDiff := pkgtest.Diff(t, pkg)
 	gotResults, list := readResults(t, resultsDir)
 	if list.ExitCode != 0 && ok || list.ExitCode == 0 && !ok {
 		t.Fatalf("%s: kpt succeeded=%v but results.yaml says exit code %d\n%s", s.name, ok, list.ExitCode, out)
@@ -153,7 +155,7 @@ func runStep(t *testing.T, s step, pkg string) {
 	}
 	if !ok {
 		// A failed render writes nothing.
-		if st := git(t, pkg, "status", "--porcelain"); st != "" || gotDiff != "" {
+		if st := pkgtest.Git(t, pkg, "status", "--porcelain"); st != "" || gotDiff != "" {
 			t.Errorf("%s: the render failed but the package changed:\n%s\n%s", s.name, st, gotDiff)
 		}
 		for _, it := range list.Items {
@@ -169,13 +171,13 @@ func runStep(t *testing.T, s step, pkg string) {
 		t.Errorf("%s: the render succeeded with results:\n%s", s.name, gotResults)
 	}
 	// Idempotence: rendering the rendered package changes no byte.
-	commitAll(t, pkg, "output of "+s.name)
+	pkgtest.CommitAll(t, pkg, "output of "+s.name)
 	out, ok = render(t, pkg, t.TempDir())
 	if !ok {
 		t.Fatalf("%s: second render failed:\n%s", s.name, out)
 	}
-	if st := git(t, pkg, "status", "--porcelain"); st != "" {
-		t.Errorf("%s: rendering again changed the package:\n%s\n%s", s.name, st, git(t, pkg, "diff"))
+	if st := pkgtest.Git(t, pkg, "status", "--porcelain"); st != "" {
+		t.Errorf("%s: rendering again changed the package:\n%s\n%s", s.name, st, pkgtest.Git(t, pkg, "diff"))
 	}
 }
 

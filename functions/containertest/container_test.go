@@ -10,11 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nephio-project/ipam/functions/internal/pkgtest"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -52,7 +53,7 @@ func TestContainerMode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kpt is not on PATH: this test runs the real `kpt fn render` in container mode (kpt 1.0.0-beta): %v", err)
 	}
-	root := repoRoot(t)
+	root := pkgtest.ModuleRoot(t)
 	buildImages(t, root)
 	for _, img := range []string{fnImage, serverImage} {
 		checkImage(t, img)
@@ -85,11 +86,11 @@ func TestContainerMode(t *testing.T) {
 	waitServing(t, addr)
 
 	pkg := filepath.Join(t.TempDir(), "seed")
-	copyPackage(t, filepath.Join(root, "testdata", "seed"), pkg)
-	replaceIn(t, filepath.Join(pkg, "Kptfile"), "exec: bin/ipam-fn", "image: "+fnImage)
-	replaceIn(t, filepath.Join(pkg, "ipam-fn-config.yaml"), "server: 127.0.0.1:9090", "server: "+addr)
-	git(t, pkg, "init", "--quiet")
-	commitAll(t, pkg, "seed, container mode")
+	pkgtest.CopyPackage(t, filepath.Join(root, "testdata", "seed"), pkg)
+	pkgtest.ReplaceIn(t, filepath.Join(pkg, "Kptfile"), "exec: bin/ipam-fn", "image: "+fnImage)
+	pkgtest.ReplaceIn(t, filepath.Join(pkg, "ipam-fn-config.yaml"), "server: 127.0.0.1:9090", "server: "+addr)
+	pkgtest.Git(t, pkg, "init", "--quiet")
+	pkgtest.CommitAll(t, pkg, "seed, container mode")
 
 	// 1. Without --allow-network: the function has no network; the result
 	// says what to add, and no file changes.
@@ -102,7 +103,7 @@ func TestContainerMode(t *testing.T) {
 		t.Errorf("render without --allow-network: want %q in the output and results.yaml\n--- kpt output\n%s\n--- results.yaml\n%s", hint, out, results)
 	}
 	t.Logf("without --allow-network, kpt says:\n%s", out)
-	if d := diff(t, pkg); d != "" {
+	if d := pkgtest.Diff(t, pkg); d != "" {
 		t.Fatalf("a failed render changed the package:\n%s", d)
 	}
 
@@ -111,7 +112,7 @@ func TestContainerMode(t *testing.T) {
 	if !ok {
 		t.Fatalf("kpt fn render --allow-network failed:\n%s\n--- results.yaml\n%s", out, results)
 	}
-	got := diff(t, pkg)
+	got := pkgtest.Diff(t, pkg)
 	want, err := os.ReadFile(filepath.Join(root, "testdata", "seed", ".expected", "diff.patch"))
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +125,7 @@ func TestContainerMode(t *testing.T) {
 			t.Errorf("rendered package lacks %q", v)
 		}
 	}
-	commitAll(t, pkg, "rendered")
+	pkgtest.CommitAll(t, pkg, "rendered")
 	rendered := readTree(t, pkg)
 
 	// 3. Restart the server container: it restores its state from the
@@ -142,7 +143,7 @@ func TestContainerMode(t *testing.T) {
 		t.Fatalf("kpt fn render --allow-network after the restart failed:\n%s\n--- results.yaml\n%s", out, results)
 	}
 	if after := readTree(t, pkg); !maps(rendered, after) {
-		t.Fatalf("the render after the restart changed the package:\n%s", git(t, pkg, "diff"))
+		t.Fatalf("the render after the restart changed the package:\n%s", pkgtest.Git(t, pkg, "diff"))
 	}
 	t.Logf("container mode end to end in %s (image build included)", time.Since(start).Round(time.Second))
 }
@@ -279,88 +280,6 @@ func randomID(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
-}
-
-// repoRoot is the module root, two levels above this package.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Dir(filepath.Dir(wd))
-}
-
-func git(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=ipam e2e", "-c", "user.email=test@example.invalid",
-		"-c", "commit.gpgsign=false", "-c", "core.autocrlf=false"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-func commitAll(t *testing.T, dir, msg string) {
-	t.Helper()
-	git(t, dir, "add", "--all", ".")
-	git(t, dir, "commit", "--quiet", "--allow-empty", "-m", msg)
-}
-
-var (
-	indexLine = regexp.MustCompile(`(?m)^index [0-9a-f]+\.\.[0-9a-f]+( [0-7]+)?\n`)
-	timestamp = regexp.MustCompile(`(lastTransitionTime: )"?\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})"?`)
-)
-
-// diff is the package's change since the last commit, written as the
-// golden diff.patch files are: blob hashes dropped, condition times masked.
-func diff(t *testing.T, dir string) string {
-	t.Helper()
-	d := git(t, dir, "diff", "--no-color", "--no-ext-diff")
-	d = indexLine.ReplaceAllString(d, "")
-	return timestamp.ReplaceAllString(d, `${1}"<masked>"`)
-}
-
-// copyPackage copies the package at src into dst without its expectations.
-func copyPackage(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		if d.IsDir() {
-			if d.Name() == ".expected" || d.Name() == ".steps" {
-				return filepath.SkipDir
-			}
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func replaceIn(t *testing.T, file, old, new string) {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(b, []byte(old)) {
-		t.Fatalf("%s does not contain %q", file, old)
-	}
-	if err := os.WriteFile(file, bytes.ReplaceAll(b, []byte(old), []byte(new)), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // readTree reads every file of the package but .git.
