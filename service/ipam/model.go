@@ -213,7 +213,7 @@ func (n *node) rangeAt(off uint64) *ipRange {
 	return nil
 }
 
-// excluded reports whether off lies in one of n's exclusions.
+// excludedAt returns the exclusion of n that holds off, if any.
 func (n *node) excludedAt(off uint64) *exclusion {
 	for i := range n.excl {
 		if n.excl[i].lo <= off && off <= n.excl[i].hi {
@@ -225,14 +225,10 @@ func (n *node) excludedAt(off uint64) *exclusion {
 
 func (n *node) isReserved(off uint64) bool { return slices.Contains(n.reserved, off) }
 
-// usedByObjects reports whether n holds anything beyond its own
-// reservations: child prefixes, held addresses, ranges or exclusions of
-// objects other than its declarer.
+// busy reports whether n holds anything beyond its reservations and
+// exclusions: child prefixes, held addresses or ranges.
 func (n *node) busy() bool {
-	if n.children > 0 || len(n.holders) > 0 || len(n.ranges) > 0 {
-		return true
-	}
-	return false
+	return n.children > 0 || len(n.holders) > 0 || len(n.ranges) > 0
 }
 
 // ancestorMatches reports whether a prefix above n carries every term.

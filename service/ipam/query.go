@@ -2,7 +2,6 @@ package ipam
 
 import (
 	"maps"
-	"math"
 	"slices"
 )
 
@@ -203,12 +202,9 @@ func (a *Allocator) Tree(name string) ([]TreeNode, error) {
 		if n.isBitmap() {
 			tn.Used = n.addrs.Len()
 		} else {
-			hi, lo := n.space.Free()
-			if hi == 0 {
+			// With 2^64 or more free addresses, Used stays 0 (saturated counts).
+			if hi, lo := n.space.Free(); hi == 0 {
 				tn.Used = tn.Total - min(lo, tn.Total)
-			} else if tn.Total == math.MaxUint64 {
-				// More than 2^64 addresses: report used space when it fits.
-				tn.Used = 0
 			}
 		}
 		out = append(out, tn)
