@@ -15,6 +15,9 @@ func normalizeAlloc(r Allocation) (Allocation, error) {
 	if k.Name == "" {
 		return r, errf(ErrInvalid, ObjAllocation, k, "metadata.name", "a name is required")
 	}
+	if len(k.Name) > MaxNameLen {
+		return r, errf(ErrInvalid, ObjAllocation, k, "metadata.name", "%d bytes exceed the limit of %d", len(k.Name), MaxNameLen)
+	}
 	if r.Kind == "" {
 		r.Kind = KindNetwork
 	}
@@ -95,119 +98,193 @@ func addressMode(r Allocation) bool {
 	return r.Kind != KindPool && r.PrefixLength == 0
 }
 
-func sameAllocPlacement(a, b Allocation) bool {
-	return a.Key == b.Key && a.NetworkInstance == b.NetworkInstance && a.Kind == b.Kind && a.PrefixLength == b.PrefixLength &&
+// sameAllocPlacement reports whether two normalized requests of one key
+// place the same way (only their labels may differ).
+func sameAllocPlacement(a, b *Allocation) bool {
+	return a.NetworkInstance == b.NetworkInstance && a.Kind == b.Kind && a.PrefixLength == b.PrefixLength &&
 		a.Prefix == b.Prefix && a.AddressFamily == b.AddressFamily && a.Count == b.Count && maps.Equal(a.Selector, b.Selector) &&
 		a.Labels[LabelNetworkName] == b.Labels[LabelNetworkName]
 }
 
 // putAllocation allocates, keeps or re-allocates (rule 8) one request.
 func (t *tx) putAllocation(os *ownerState, r Allocation) (Result, error) {
+	r.Key.Owner = os.name
 	r, err := normalizeAlloc(r)
 	if err != nil {
 		return Result{}, err
 	}
-	r.Labels = maps.Clone(r.Labels)
-	old := os.allocs[nsn(r.Key)]
-	if old != nil && sameAllocPlacement(old.req, r) {
-		if !maps.Equal(old.req.Labels, r.Labels) {
-			if err := t.relabelAlloc(old, r); err != nil {
-				return Result{}, err
+	ns, name := r.Key.Namespace, r.Key.Name
+	oldTable, oldRec := os.findAlloc(ns, name)
+	var old allocRec
+	if oldRec != nil {
+		old = *oldRec
+		if sameAllocPlacement(&old.spec.req, &r) {
+			if !maps.Equal(old.spec.req.Labels, r.Labels) {
+				if err := t.relabelAlloc(os, old, &r); err != nil {
+					return Result{}, err
+				}
+				t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: t.newAllocRecord(r, old.result())})
 			}
-			t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: t.newAllocRecord(r, old.result())})
+			return old.result(), nil
 		}
-		return old.result(), nil
 	}
 	v, err := t.vrf(r.NetworkInstance, ObjAllocation, r.Key, "spec.networkInstance")
 	if err != nil {
 		return Result{}, err
 	}
-	r.Selector = v.intern(r.Selector, true)
-	o := &allocObj{req: r, v: v}
+	if oldRec == nil || oldTable.v != v {
+		if err := checkRoom(os, v, r.Key); err != nil {
+			return Result{}, err
+		}
+	}
+	spec := v.sharedSpec(&r, false)
+	r.Selector, r.Labels = spec.req.Selector, spec.req.Labels
+	var rec allocRec
 	if addressMode(r) {
-		err = t.placeAddress(o)
+		rec, err = t.placeAddress(spec, r)
 	} else {
-		err = t.placePrefix(o)
+		rec, err = t.placePrefix(spec, r)
 	}
 	if err != nil {
 		return Result{}, err
 	}
-	if old != nil {
+	if oldRec != nil {
 		// Rule 8: the new result is in place; now the old one goes.
-		if err := t.releaseAlloc(old); err != nil {
+		if err := t.releaseAlloc(old, r.Key); err != nil {
 			return Result{}, err
 		}
+		if oldTable.v != v {
+			t.delAlloc(oldTable, ns, name)
+		}
 	}
-	t.setAlloc(os, nsn(r.Key), o)
-	res := o.result()
+	t.putAlloc(os, name, rec)
+	res := rec.result()
 	t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: t.newAllocRecord(r, res)})
 	return res, nil
 }
 
-func (t *tx) setAlloc(os *ownerState, k nsName, o *allocObj) {
-	old := os.allocs[k]
-	setOwned(os.allocs, k, o)
-	t.onUndo(func() { setOwned(os.allocs, k, old) })
+// putAlloc stores rec as the allocation name of os in rec's VRF.
+func (t *tx) putAlloc(os *ownerState, name string, rec allocRec) {
+	tb := t.tableFor(os, rec.spec.v)
+	prev, replaced := tb.put(name, rec)
+	if !replaced {
+		prev = allocRec{spec: rec.spec} // to delete it again: the namespace
+	}
+	t.pushUndo(undoStep{op: undoPutAlloc, tb: tb, name: name, rec: prev, flag: replaced})
+}
+
+// tableFor returns the allocation table of os in v, making it if needed.
+func (t *tx) tableFor(os *ownerState, v *vrf) *allocTable {
+	tb := os.tables[v]
+	if tb == nil {
+		tb = &allocTable{os: os, v: v}
+		os.tables[v], v.tables[os] = tb, tb
+	}
+	if n := t.expect[ownerVRF{os.name, v.name}]; n > 0 {
+		delete(t.expect, ownerVRF{os.name, v.name})
+		tb.grow(n)
+	}
+	return tb
+}
+
+// checkRoom refuses a new allocation of os in v when its table is full.
+func checkRoom(os *ownerState, v *vrf, key Key) error {
+	if tb := os.tables[v]; tb != nil && tb.full() {
+		return errf(ErrExhausted, ObjAllocation, key, "", "owner %q holds the most allocations one owner may hold in network instance %s (%d)", os.name, v.name, MaxTableAllocs)
+	}
+	return nil
+}
+
+// delAlloc deletes the allocation ns/name from tb.
+func (t *tx) delAlloc(tb *allocTable, ns, name string) {
+	prev, _ := tb.get(ns, name)
+	rec := *prev
+	removed := dropAlloc(tb, ns, name)
+	t.pushUndo(undoStep{op: undoDelAlloc, tb: tb, name: name, rec: rec, flag: removed})
+}
+
+// dropAlloc deletes ns/name from tb and forgets tb once it is empty, which
+// it reports.
+func dropAlloc(tb *allocTable, ns, name string) bool {
+	tb.del(ns, name)
+	if tb.len() > 0 {
+		return false
+	}
+	delete(tb.os.tables, tb.v)
+	delete(tb.v.tables, tb.os)
+	return true
 }
 
 // deleteAllocation releases an allocation of its owner (rule 9).
 func (t *tx) deleteAllocation(os *ownerState, key Key) error {
-	o := os.allocs[nsn(key)]
-	if o == nil {
+	tb, rec := os.findAlloc(key.Namespace, key.Name)
+	if rec == nil {
 		return errf(ErrNotFound, ObjAllocation, key, "", "not found")
 	}
-	if _, err := t.vrf(o.v.name, ObjAllocation, key, ""); err != nil {
+	if _, err := t.vrf(tb.v.name, ObjAllocation, key, ""); err != nil {
 		return err
 	}
-	if err := t.releaseAlloc(o); err != nil {
+	if err := t.releaseAlloc(*rec, key); err != nil {
 		return err
 	}
-	t.setAlloc(os, nsn(key), nil)
+	t.delAlloc(tb, key.Namespace, key.Name)
 	t.record(Record{Op: OpDeleteAllocation, Key: key})
 	return nil
 }
 
-func (t *tx) relabelAlloc(o *allocObj, r Allocation) error {
-	if o.sub != nil {
-		n := o.sub
-		labels, bad := mergeLabels(systemLabels(n.v.name, n.kind, familyOf(n.prefix.Addr()), n.prefix.Bits(), n.network), r.Labels)
+// relabelAlloc changes only the labels of a placed allocation.
+// r's maps become the stored ones.
+func (t *tx) relabelAlloc(os *ownerState, rec allocRec, r *Allocation) error {
+	s := rec.spec
+	if !s.own {
+		next := rec
+		next.spec = s.v.sharedSpec(r, false)
+		t.putAlloc(os, r.Key.Name, next)
+		r.Selector, r.Labels = next.spec.req.Selector, next.spec.req.Labels
+		return nil
+	}
+	labels := cloneLabels(r.Labels)
+	if n := s.sub; n != nil {
+		sys, bad := mergeLabels(systemLabels(n.v.name, n.kind, familyOf(n.prefix.Addr()), n.prefix.Bits(), n.network), labels)
 		if bad != "" {
 			return errf(ErrInvalid, ObjAllocation, r.Key, "spec.labels", "label %s=%q contradicts the system label", bad, r.Labels[bad])
 		}
-		t.relabel(n.v, n.entry, labels)
+		t.relabel(n.v, n.entry, sys)
 		oldUser := n.userLabels
-		n.userLabels = r.Labels
+		n.userLabels = labels
 		t.onUndo(func() { n.userLabels = oldUser })
 	}
-	old := o.req
-	o.req = r
-	t.onUndo(func() { o.req = old })
+	old := s.req.Labels
+	s.req.Labels = labels
+	t.onUndo(func() { s.req.Labels = old })
+	r.Selector, r.Labels = s.req.Selector, labels
 	return nil
 }
 
 // releaseAlloc frees what an allocation holds.
-func (t *tx) releaseAlloc(o *allocObj) error {
+func (t *tx) releaseAlloc(rec allocRec, key Key) error {
+	s := rec.spec
 	switch {
-	case o.sub != nil:
-		if err := t.removeNode(o.sub, ObjAllocation, o.req.Key); err != nil {
+	case rec.node != nil:
+		t.unholdPlain(rec.node, rec.off, rec.count())
+	case s.sub != nil:
+		if err := t.removeNode(s.sub, ObjAllocation, key); err != nil {
 			return err
 		}
-		n := o.sub
+		n := s.sub
 		n.alloc = nil
-		t.onUndo(func() { n.alloc = o })
-	case o.host != nil:
-		t.setClaim(&o.host.claim, nil)
-	case o.pre != nil:
-		t.setClaim(&o.pre.claim, nil)
-	default:
-		t.unhold(o.node, o.off, o.n)
+		t.onUndo(func() { n.alloc = s })
+	case s.host != nil:
+		t.setClaim(&s.host.claim, nil)
+	case s.pre != nil:
+		t.setClaim(&s.pre.claim, nil)
 	}
 	return nil
 }
 
-func (t *tx) setClaim(p **allocObj, o *allocObj) {
+func (t *tx) setClaim(p **allocSpec, s *allocSpec) {
 	old := *p
-	*p = o
+	*p = s
 	t.onUndo(func() { *p = old })
 }
 
@@ -225,34 +302,39 @@ func addrResult(n *node, off, cnt uint64) Result {
 	return r
 }
 
-func (t *tx) takeAddr(o *allocObj, n *node, off, cnt uint64) {
-	t.hold(n, off, cnt, o)
-	o.node, o.off, o.n = n, off, cnt
+// takeAddr holds addresses [off, off+cnt-1] of n for a plain allocation.
+func (t *tx) takeAddr(spec *allocSpec, n *node, off, cnt uint64) allocRec {
+	t.holdPlain(n, off, cnt)
+	return allocRec{spec: spec, node: n, off: off}
 }
 
-func (t *tx) claimHost(o *allocObj, h *hostEntry) {
-	t.setClaim(&h.claim, o)
-	o.node, o.off, o.n, o.host = h.node, h.off, 1, h
+func (t *tx) claimHost(spec *allocSpec, name string, h *hostEntry) allocRec {
+	own := ownSpec(spec, name)
+	own.host = h
+	t.setClaim(&h.claim, own)
+	return allocRec{spec: own}
 }
 
-func (t *tx) claimPre(o *allocObj, p *preAlloc) {
-	t.setClaim(&p.claim, o)
-	o.node, o.off, o.n, o.pre = p.rng.node, p.off, 1, p
+func (t *tx) claimPre(spec *allocSpec, name string, p *preAlloc) allocRec {
+	own := ownSpec(spec, name)
+	own.pre = p
+	t.setClaim(&p.claim, own)
+	return allocRec{spec: own}
 }
 
 // placeAddress decides the address(es) of an address-mode request: an
 // explicit address, a static host entry or pre-allocation its selector
 // picks, or the lowest free address(es) of the first matching network or
 // range (rules 5-7).
-func (t *tx) placeAddress(o *allocObj) error {
-	r, v := o.req, o.v
+func (t *tx) placeAddress(spec *allocSpec, r Allocation) (allocRec, error) {
+	v := spec.v
 	cnt := uint64(max(r.Count, 1))
 	if r.Prefix.IsValid() {
-		return t.placeExactAddress(o, cnt)
+		return t.placeExactAddress(spec, r, cnt)
 	}
-	cands := t.addressCandidates(v, r, cnt == 1)
+	cands := t.addressCandidates(spec, r, cnt == 1)
 	if len(cands) == 0 {
-		return errf(ErrNotFound, ObjAllocation, r.Key, "spec.selector", "selector %s matches no %s prefix in network instance %s", formatSelector(r.Selector), r.Kind, v.name)
+		return allocRec{}, errf(ErrNotFound, ObjAllocation, r.Key, "spec.selector", "selector %s matches no %s prefix in network instance %s", formatSelector(r.Selector), r.Kind, v.name)
 	}
 	var conflict error
 	for _, e := range cands {
@@ -260,8 +342,7 @@ func (t *tx) placeAddress(o *allocObj) error {
 		case e.host != nil:
 			h := e.host
 			if h.claim == nil || h.claim.req.Key == r.Key {
-				t.claimHost(o, h)
-				return nil
+				return t.claimHost(spec, r.Key.Name, h), nil
 			}
 			if conflict == nil {
 				conflict = errf(ErrConflict, ObjAllocation, r.Key, "spec.selector", "static address %s (%s %s) is already allocated to %s %s",
@@ -277,40 +358,38 @@ func (t *tx) placeAddress(o *allocObj) error {
 					}
 					continue
 				}
-				t.claimPre(o, p)
-				return nil
+				return t.claimPre(spec, r.Key.Name, p), nil
 			}
 			if off, ok := g.node.nextFree(g.lo, g.hi, cnt, true); ok {
-				t.takeAddr(o, g.node, off, cnt)
-				return nil
+				return t.takeAddr(spec, g.node, off, cnt), nil
 			}
 		default:
 			n := e.node
 			if off, ok := n.nextFree(0, n.addrs.Last(), cnt, false); ok {
-				t.takeAddr(o, n, off, cnt)
-				return nil
+				return t.takeAddr(spec, n, off, cnt), nil
 			}
 		}
 	}
 	if conflict != nil {
-		return conflict
+		return allocRec{}, conflict
 	}
 	what := "address"
 	if cnt > 1 {
 		what = "block of " + strconv.FormatUint(cnt, 10) + " consecutive addresses"
 	}
 	if len(cands) == 1 && cands[0].node != nil {
-		return errf(ErrExhausted, ObjAllocation, r.Key, "spec.selector", "no free %s left in %s %s", what, cands[0].node.kind, cands[0].node.prefix)
+		return allocRec{}, errf(ErrExhausted, ObjAllocation, r.Key, "spec.selector", "no free %s left in %s %s", what, cands[0].node.kind, cands[0].node.prefix)
 	}
-	return errf(ErrExhausted, ObjAllocation, r.Key, "spec.selector", "no free %s left in the %d prefixes and ranges matching %s", what, len(cands), formatSelector(r.Selector))
+	return allocRec{}, errf(ErrExhausted, ObjAllocation, r.Key, "spec.selector", "no free %s left in the %d prefixes and ranges matching %s", what, len(cands), formatSelector(r.Selector))
 }
 
 // addressCandidates returns the networks, static addresses and ranges an
 // address request may take from, in prefix order.
-func (t *tx) addressCandidates(v *vrf, r Allocation, single bool) []*entry {
-	c := &t.sel
+func (t *tx) addressCandidates(spec *allocSpec, r Allocation, single bool) []*entry {
+	v, c := spec.v, &t.sel
 	if c.v == v && c.gen == v.index.gen && c.kind == r.Kind && c.family == r.AddressFamily && c.single == single &&
-		maps.Equal(c.selector, r.Selector) {
+		(c.spec == spec || maps.Equal(c.selector, r.Selector)) {
+		c.spec = spec
 		return c.cands
 	}
 	var buf [8]labelPair
@@ -328,35 +407,33 @@ func (t *tx) addressCandidates(v *vrf, r Allocation, single bool) []*entry {
 			return !e.rng.node.entry.matches(tm)
 		}
 	})
-	*c = selCache{v: v, gen: v.index.gen, selector: r.Selector, kind: r.Kind, family: r.AddressFamily, single: single, cands: cands}
+	*c = selCache{v: v, gen: v.index.gen, spec: spec, selector: r.Selector, kind: r.Kind, family: r.AddressFamily, single: single, cands: cands}
 	return cands
 }
 
-func (t *tx) placeExactAddress(o *allocObj, cnt uint64) error {
-	r, v := o.req, o.v
+func (t *tx) placeExactAddress(spec *allocSpec, r Allocation, cnt uint64) (allocRec, error) {
+	v := spec.v
 	a := r.Prefix.Addr()
 	n := t.bitmapNodeFor(v, a)
 	if n == nil || n.kind != r.Kind {
-		return errf(ErrNotFound, ObjAllocation, r.Key, "spec.prefix", "no %s prefix contains %s in network instance %s", r.Kind, a, v.name)
+		return allocRec{}, errf(ErrNotFound, ObjAllocation, r.Key, "spec.prefix", "no %s prefix contains %s in network instance %s", r.Kind, a, v.name)
 	}
 	if b := r.Prefix.Bits(); b != n.prefix.Bits() && b != hostBits(a) {
-		return errf(ErrInvalid, ObjAllocation, r.Key, "spec.prefix", "%s does not match %s %s; write %s", r.Prefix, n.kind, n.prefix, netip.PrefixFrom(a, n.prefix.Bits()))
+		return allocRec{}, errf(ErrInvalid, ObjAllocation, r.Key, "spec.prefix", "%s does not match %s %s; write %s", r.Prefix, n.kind, n.prefix, netip.PrefixFrom(a, n.prefix.Bits()))
 	}
 	off, ok := offsetOf(n.prefix.Addr(), a)
 	if !ok || off > n.addrs.Last() || cnt-1 > n.addrs.Last()-off {
-		return errf(ErrInvalid, ObjAllocation, r.Key, "spec.prefix", "%s (count %d) does not fit in %s", a, cnt, n.prefix)
+		return allocRec{}, errf(ErrInvalid, ObjAllocation, r.Key, "spec.prefix", "%s (count %d) does not fit in %s", a, cnt, n.prefix)
 	}
 	if cnt == 1 && n.addrs.Has(off) {
 		switch h := n.holders[off].(type) {
 		case *hostEntry:
 			if h.claim == nil || h.claim.req.Key == r.Key {
-				t.claimHost(o, h)
-				return nil
+				return t.claimHost(spec, r.Key.Name, h), nil
 			}
 		case *preAlloc:
 			if h.name == r.Key.Name && (h.claim == nil || h.claim.req.Key == r.Key) {
-				t.claimPre(o, h)
-				return nil
+				return t.claimPre(spec, r.Key.Name, h), nil
 			}
 		}
 	}
@@ -364,27 +441,25 @@ func (t *tx) placeExactAddress(o *allocObj, cnt uint64) error {
 		if n.addrs.Has(off + i) {
 			x := off + i
 			if n.isReserved(x) {
-				return errf(ErrInvalid, ObjAllocation, r.Key, "spec.prefix", "%s is a reserved address of %s (rule 3)", addOffset(n.prefix.Addr(), x), n.prefix)
+				return allocRec{}, errf(ErrInvalid, ObjAllocation, r.Key, "spec.prefix", "%s is a reserved address of %s (rule 3)", addOffset(n.prefix.Addr(), x), n.prefix)
 			}
-			return errf(ErrConflict, ObjAllocation, r.Key, "spec.prefix", "%s is already held by %s", addOffset(n.prefix.Addr(), x), n.describeHolder(x))
+			return allocRec{}, errf(ErrConflict, ObjAllocation, r.Key, "spec.prefix", "%s is already held by %s", addOffset(n.prefix.Addr(), x), n.describeHolder(x))
 		}
 	}
-	t.takeAddr(o, n, off, cnt)
-	return nil
+	return t.takeAddr(spec, n, off, cnt), nil
 }
 
 // placePrefix carves a sub-prefix: exactly spec.prefix, or the best fit of
 // spec.prefixLength in the first matching aggregate or pool (rule 5).
-func (t *tx) placePrefix(o *allocObj) error {
-	r, v := o.req, o.v
+func (t *tx) placePrefix(spec *allocSpec, r Allocation) (allocRec, error) {
+	v := spec.v
 	network := r.Labels[LabelNetworkName]
 	if r.Prefix.IsValid() {
 		n, err := t.insertNode(v, r.Prefix, r.Kind, network, r.Labels, ObjAllocation, r.Key)
 		if err != nil {
-			return err
+			return allocRec{}, err
 		}
-		t.bindSub(o, n)
-		return nil
+		return t.bindSub(spec, r.Key.Name, n), nil
 	}
 	var buf [8]labelPair
 	tm := terms(buf[:0], r.Selector, labelPair{LabelNetworkInstance, v.name}, labelPair{LabelAddressFamily, string(r.AddressFamily)})
@@ -395,7 +470,7 @@ func (t *tx) placePrefix(o *allocObj) error {
 		return e.node != nil && e.node.space != nil && allowedParent(r.Kind, e.node.kind) && !e.node.ancestorMatches(tm)
 	})
 	if len(cands) == 0 {
-		return errf(ErrNotFound, ObjAllocation, r.Key, "spec.selector", "selector %s matches no aggregate or pool in network instance %s", formatSelector(r.Selector), v.name)
+		return allocRec{}, errf(ErrNotFound, ObjAllocation, r.Key, "spec.selector", "selector %s matches no aggregate or pool in network instance %s", formatSelector(r.Selector), v.name)
 	}
 	pl := r.PrefixLength
 	fit := 0
@@ -411,39 +486,40 @@ func (t *tx) placePrefix(o *allocObj) error {
 		}
 		sub, err := t.insertNode(v, p, r.Kind, network, r.Labels, ObjAllocation, r.Key)
 		if err != nil {
-			return withField(err, "spec.labels")
+			return allocRec{}, withField(err, "spec.labels")
 		}
-		t.bindSub(o, sub)
-		return nil
+		return t.bindSub(spec, r.Key.Name, sub), nil
 	}
 	if fit == 0 {
-		return errf(ErrInvalid, ObjAllocation, r.Key, "spec.prefixLength", "/%d does not fit in %s, the largest matching prefix", pl, cands[0].node.prefix)
+		return allocRec{}, errf(ErrInvalid, ObjAllocation, r.Key, "spec.prefixLength", "/%d does not fit in %s, the largest matching prefix", pl, cands[0].node.prefix)
 	}
-	return errf(ErrExhausted, ObjAllocation, r.Key, "spec.prefixLength", "no free /%d left in the %d prefix(es) matching %s", pl, fit, formatSelector(r.Selector))
+	return allocRec{}, errf(ErrExhausted, ObjAllocation, r.Key, "spec.prefixLength", "no free /%d left in the %d prefix(es) matching %s", pl, fit, formatSelector(r.Selector))
 }
 
-func (t *tx) bindSub(o *allocObj, n *node) {
-	n.alloc = o
+// bindSub makes the sub-prefix node n the allocation name's.
+func (t *tx) bindSub(spec *allocSpec, name string, n *node) allocRec {
+	own := ownSpec(spec, name)
+	own.sub = n
+	n.alloc = own
 	t.onUndo(func() { n.alloc = nil })
-	o.sub = n
+	return allocRec{spec: own}
 }
 
 // placeRecorded re-places a recorded allocation at its recorded result,
 // without deciding anything (replay and restore).
-func (t *tx) placeRecorded(o *allocObj, res Result) error {
-	r, v := o.req, o.v
+func (t *tx) placeRecorded(spec *allocSpec, r Allocation, res Result) (allocRec, error) {
+	v := spec.v
 	if !addressMode(r) {
 		n, err := t.insertNode(v, res.Prefix, r.Kind, r.Labels[LabelNetworkName], r.Labels, ObjAllocation, r.Key)
 		if err != nil {
-			return err
+			return allocRec{}, err
 		}
-		t.bindSub(o, n)
-		return nil
+		return t.bindSub(spec, r.Key.Name, n), nil
 	}
 	a := res.Prefix.Addr()
 	n := t.bitmapNodeFor(v, a)
 	if n == nil {
-		return errf(ErrNotFound, ObjAllocation, r.Key, "status.prefix", "no network or loopback holds %s", a)
+		return allocRec{}, errf(ErrNotFound, ObjAllocation, r.Key, "status.prefix", "no network or loopback holds %s", a)
 	}
 	off, _ := offsetOf(n.prefix.Addr(), a)
 	cnt := uint64(max(r.Count, 1))
@@ -451,22 +527,22 @@ func (t *tx) placeRecorded(o *allocObj, res Result) error {
 		switch h := n.holders[off].(type) {
 		case *hostEntry:
 			if h.claim == nil {
-				t.claimHost(o, h)
-				return nil
+				return t.claimHost(spec, r.Key.Name, h), nil
 			}
 		case *preAlloc:
 			if h.claim == nil {
-				t.claimPre(o, h)
-				return nil
+				return t.claimPre(spec, r.Key.Name, h), nil
 			}
 		}
-		return errf(ErrConflict, ObjAllocation, r.Key, "status.prefix", "%s is already held by %s", a, n.describeHolder(off))
+		return allocRec{}, errf(ErrConflict, ObjAllocation, r.Key, "status.prefix", "%s is already held by %s", a, n.describeHolder(off))
+	}
+	if off > n.addrs.Last() || cnt-1 > n.addrs.Last()-off {
+		return allocRec{}, errf(ErrInvalid, ObjAllocation, r.Key, "status.prefix", "%s (count %d) does not fit in %s", a, cnt, n.prefix)
 	}
 	for i := range cnt {
 		if n.addrs.Has(off + i) {
-			return errf(ErrConflict, ObjAllocation, r.Key, "status.prefix", "%s is already held by %s", addOffset(n.prefix.Addr(), off+i), n.describeHolder(off+i))
+			return allocRec{}, errf(ErrConflict, ObjAllocation, r.Key, "status.prefix", "%s is already held by %s", addOffset(n.prefix.Addr(), off+i), n.describeHolder(off+i))
 		}
 	}
-	t.takeAddr(o, n, off, cnt)
-	return nil
+	return t.takeAddr(spec, n, off, cnt), nil
 }

@@ -30,7 +30,26 @@ type ownerState struct {
 	nis      map[string]*niObj
 	prefixes map[nsName]*prefixObj
 	ranges   map[nsName]*rangeObj
-	allocs   map[nsName]*allocObj
+	tables   map[*vrf]*allocTable // its allocations, per VRF
+}
+
+// findAlloc returns the allocation ns/name of os and its table.
+func (os *ownerState) findAlloc(ns, name string) (*allocTable, *allocRec) {
+	for _, t := range os.tables {
+		if r, ok := t.get(ns, name); ok {
+			return t, r
+		}
+	}
+	return nil, nil
+}
+
+// allocCount is the number of allocations of os.
+func (os *ownerState) allocCount() int {
+	n := 0
+	for _, t := range os.tables {
+		n += t.len()
+	}
+	return n
 }
 
 // Option configures an Allocator.
@@ -63,7 +82,7 @@ func (a *Allocator) owner(name string) *ownerState {
 	os := a.owners[name]
 	if os == nil {
 		os = &ownerState{name: name, nis: make(map[string]*niObj), prefixes: make(map[nsName]*prefixObj), ranges: make(map[nsName]*rangeObj),
-			allocs: make(map[nsName]*allocObj)}
+			tables: make(map[*vrf]*allocTable)}
 		a.owners[name] = os
 	}
 	return os
@@ -255,8 +274,8 @@ func (a *Allocator) Allocate(r Allocation) (Result, error) {
 // allocVRFs lists the VRFs an allocation request may touch.
 func allocVRFs(os *ownerState, r Allocation) []string {
 	names := []string{r.NetworkInstance, r.Selector[LabelNetworkInstance]}
-	if old := os.allocs[nsn(r.Key)]; old != nil {
-		names = append(names, old.v.name)
+	if t, _ := os.findAlloc(r.Key.Namespace, r.Key.Name); t != nil {
+		names = append(names, t.v.name)
 	}
 	return names
 }
@@ -264,8 +283,8 @@ func allocVRFs(os *ownerState, r Allocation) []string {
 // Release releases an allocation (rule 9).
 func (a *Allocator) Release(key Key) error {
 	return a.mutate(mutation{owner: key.Owner, vrfs: func(os *ownerState) []string {
-		if old := os.allocs[nsn(key)]; old != nil {
-			return []string{old.v.name}
+		if t, _ := os.findAlloc(key.Namespace, key.Name); t != nil {
+			return []string{t.v.name}
 		}
 		return nil
 	}}, func(t *tx, os *ownerState) error {

@@ -2,9 +2,7 @@ package ipam
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -65,9 +63,31 @@ func checkInvariants(t testing.TB, a *Allocator) {
 				t.Fatalf("%s: node %s is kept alive by nothing", name, p)
 			}
 			if n.isBitmap() {
+				plain := map[uint64]bool{}
+				plainAllocs := 0
+				for _, tb := range v.tables {
+					for i := range tb.recs {
+						if r := &tb.recs[i]; r.node == n {
+							plainAllocs++
+							for off := r.off; off < r.off+r.count(); off++ {
+								if plain[off] {
+									t.Fatalf("%s: %s offset %d held by two plain allocations", name, p, off)
+								}
+								plain[off] = true
+							}
+						}
+					}
+				}
+				if plainAllocs != n.plain {
+					t.Fatalf("%s: %s counts %d plain allocations, has %d", name, p, n.plain, plainAllocs)
+				}
 				excluded := uint64(0)
 				n.addrs.Ascend(0, n.addrs.Last(), func(off uint64) bool {
-					if _, held := n.holders[off]; !held && !n.isReserved(off) {
+					_, held := n.holders[off]
+					if held && plain[off] {
+						t.Fatalf("%s: %s offset %d held by a plain allocation and %T", name, p, off, n.holders[off])
+					}
+					if !held && !plain[off] && !n.isReserved(off) {
 						if n.excludedAt(off) == nil {
 							t.Fatalf("%s: %s offset %d set but held by nothing", name, p, off)
 						}
@@ -75,8 +95,13 @@ func checkInvariants(t testing.TB, a *Allocator) {
 					}
 					return true
 				})
-				if got, want := n.addrs.Len(), uint64(len(n.holders)+len(n.reserved))+excluded; got != want {
+				if got, want := n.addrs.Len(), uint64(len(n.holders)+len(plain)+len(n.reserved))+excluded; got != want {
 					t.Fatalf("%s: %s has %d set offsets, want %d", name, p, got, want)
+				}
+				for off := range plain {
+					if !n.addrs.Has(off) {
+						t.Fatalf("%s: %s plain allocation at free offset %d", name, p, off)
+					}
 				}
 				for off, h := range n.holders {
 					if !n.addrs.Has(off) {
@@ -89,11 +114,10 @@ func checkInvariants(t testing.TB, a *Allocator) {
 						if h.claim != nil && h.claim.host != h {
 							t.Fatalf("%s: claim of %s does not point back", name, addr)
 						}
-					case *allocObj:
-						if h.node != n || off < h.off || off >= h.off+h.n {
-							t.Fatalf("%s: %s held by allocation placed elsewhere", name, addr)
-						}
 					case *preAlloc:
+						if h.claim != nil && h.claim.pre != h {
+							t.Fatalf("%s: claim of pre-allocation %s does not point back", name, addr)
+						}
 					default:
 						t.Fatalf("%s: %s held by %T", name, addr, h)
 					}
@@ -128,27 +152,88 @@ func checkInvariants(t testing.TB, a *Allocator) {
 			}
 		}
 	}
+	// Allocation tables: every record is found by its key, specs count
+	// their users, and the owner and VRF maps agree.
+	refs := map[*allocSpec]int{}
+	for _, os := range a.owners {
+		for v, tb := range os.tables {
+			if tb.os != os || tb.v != v || v.tables[os] != tb {
+				t.Fatalf("owner %s: table of VRF %s is not linked both ways", os.name, v.name)
+			}
+			if tb.len() == 0 {
+				t.Fatalf("owner %s: empty table kept in VRF %s", os.name, v.name)
+			}
+			used := 0
+			for _, s := range tb.slots {
+				if s != 0 {
+					used++
+				}
+			}
+			if used != tb.len() {
+				t.Fatalf("owner %s: %d slots used for %d records", os.name, used, tb.len())
+			}
+			for i := range tb.recs {
+				o := tb.at(i)
+				if got := tb.index(o.spec.req.Key.Namespace, o.name); got != i {
+					t.Fatalf("owner %s: record %d (%s) found at %d", os.name, i, o.name, got)
+				}
+				if o.spec.v != v || o.spec.req.Key.Owner != os.name {
+					t.Fatalf("owner %s: record %s has the spec of %s/%s", os.name, o.name, o.spec.req.Key.Owner, o.spec.v.name)
+				}
+				if o.spec.own {
+					if o.node != nil || o.spec.req.Key.Name != o.name {
+						t.Fatalf("owner %s: own spec of %s misplaced", os.name, o.name)
+					}
+				} else {
+					refs[o.spec]++
+					if o.node == nil || o.spec.req.Key.Name != "" {
+						t.Fatalf("owner %s: shared spec of %s misplaced", os.name, o.name)
+					}
+				}
+			}
+		}
+	}
+	for s, n := range refs {
+		if s.refs != n {
+			t.Fatalf("spec %v counts %d users, has %d", s.req, s.refs, n)
+		}
+	}
+	for _, v := range a.vrfs {
+		for os, tb := range v.tables {
+			if os.tables[v] != tb {
+				t.Fatalf("VRF %s: table of owner %s is not linked both ways", v.name, os.name)
+			}
+		}
+		for k, s := range v.specs {
+			if s.key != k || s.refs == 0 {
+				t.Fatalf("VRF %s: interned spec %q (key %q) has %d users", v.name, k, s.key, s.refs)
+			}
+		}
+	}
 	// Allocations: results are distinct and inside their parents.
 	type span struct{ lo, hi netip.Addr }
 	byVRF := map[string][]span{}
 	for _, os := range a.owners {
-		for _, o := range slices.Collect(maps.Values(os.allocs)) {
-			lo := o.result().Prefix.Addr()
-			hi := lo
-			if o.sub != nil {
-				lo, hi = o.sub.prefix.Addr(), lastAddr(o.sub.prefix)
-			} else if o.result().Last.IsValid() {
-				hi = o.result().Last
-			}
-			for _, s := range byVRF[o.v.name] {
-				if !(hi.Less(s.lo) || s.hi.Less(lo)) && o.sub == nil {
-					t.Fatalf("allocation %s (%s-%s) overlaps another (%s-%s)", o.req.Key, lo, hi, s.lo, s.hi)
+		for _, tb := range os.tables {
+			for i := range tb.recs {
+				o := tb.at(i)
+				res := o.result()
+				lo, hi := res.Prefix.Addr(), res.Prefix.Addr()
+				if sub := o.spec.sub; sub != nil {
+					lo, hi = sub.prefix.Addr(), lastAddr(sub.prefix)
+				} else if res.Last.IsValid() {
+					hi = res.Last
 				}
-			}
-			if o.sub == nil {
-				byVRF[o.v.name] = append(byVRF[o.v.name], span{lo, hi})
-				if !o.node.prefix.Contains(lo) || !o.node.prefix.Contains(hi) {
-					t.Fatalf("allocation %s outside its network %s", o.req.Key, o.node.prefix)
+				if o.spec.sub == nil {
+					for _, s := range byVRF[tb.v.name] {
+						if !(hi.Less(s.lo) || s.hi.Less(lo)) {
+							t.Fatalf("allocation %s (%s-%s) overlaps another (%s-%s)", o.key(), lo, hi, s.lo, s.hi)
+						}
+					}
+					byVRF[tb.v.name] = append(byVRF[tb.v.name], span{lo, hi})
+					if o.node != nil && (!o.node.prefix.Contains(lo) || !o.node.prefix.Contains(hi)) {
+						t.Fatalf("allocation %s outside its network %s", o.key(), o.node.prefix)
+					}
 				}
 			}
 		}

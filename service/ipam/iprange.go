@@ -145,18 +145,26 @@ func (t *tx) addRange(o *rangeObj) error {
 func (t *tx) removeRange(o *rangeObj) error {
 	g := o.rng
 	n := g.node
-	var user *allocObj
+	var user string
 	n.addrs.Ascend(g.lo, g.hi, func(off uint64) bool {
+		addr := addOffset(n.prefix.Addr(), off)
 		switch h := n.holders[off].(type) {
-		case *allocObj:
-			user = h
 		case *preAlloc:
-			user = h.claim
+			if h.claim != nil {
+				user = fmt.Sprintf("address %s of the range is allocated to %s %s", addr, ObjAllocation, h.claim.req.Key)
+			}
+		case nil:
+			if n.isReserved(off) || n.excludedAt(off) != nil {
+				break
+			}
+			if o, ok := n.v.plainHolder(n, off); ok {
+				user = fmt.Sprintf("address %s of the range is allocated to %s %s", o.result().Prefix.Addr(), ObjAllocation, o.key())
+			}
 		}
-		return user == nil
+		return user == ""
 	})
-	if user != nil {
-		return errf(ErrInUse, ObjRange, o.spec.Key, "", "address %s of the range is allocated to %s %s", user.result().Prefix.Addr(), ObjAllocation, user.req.Key)
+	if user != "" {
+		return errf(ErrInUse, ObjRange, o.spec.Key, "", "%s", user)
 	}
 	for _, p := range g.pre {
 		t.unhold(n, p.off, 1)

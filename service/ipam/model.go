@@ -1,7 +1,6 @@
 package ipam
 
 import (
-	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -20,52 +19,15 @@ type vrf struct {
 	roots [2]*node // 0.0.0.0/0 and ::/0: hold the top-level aggregates
 	nodes map[netip.Prefix]*node
 	index labelIndex
-	// interned holds one shared copy of each selector allocations use, so
-	// the thousands of allocations of one network share one map.
-	interned map[string]Labels
-}
-
-// maxInterned bounds the interned selectors of a VRF; past it, selectors
-// are copied per allocation.
-const maxInterned = 4096
-
-// intern returns a shared, never mutated copy of l (nil for an empty
-// map). copyNew says whether l belongs to the caller and must be copied
-// before it is kept.
-func (v *vrf) intern(l Labels, copyNew bool) Labels {
-	if len(l) == 0 {
-		return nil
-	}
-	var buf [256]byte
-	key := buf[:0]
-	keys := make([]string, 0, 8)
-	for k := range l {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		key = append(key, k...)
-		key = append(key, 0)
-		key = append(key, l[k]...)
-		key = append(key, 0)
-	}
-	if s, ok := v.interned[string(key)]; ok {
-		return s
-	}
-	if copyNew {
-		l = maps.Clone(l)
-	}
-	if len(v.interned) < maxInterned {
-		if v.interned == nil {
-			v.interned = make(map[string]Labels)
-		}
-		v.interned[string(key)] = l
-	}
-	return l
+	// tables holds the allocations of each owner in this VRF.
+	tables map[*ownerState]*allocTable
+	// specs holds the shared specs of plain allocations (see spec.go).
+	specs    map[string]*allocSpec
+	lastSpec *allocSpec
 }
 
 func newVRF(name string) *vrf {
-	v := &vrf{name: name, nodes: make(map[netip.Prefix]*node), index: newLabelIndex()}
+	v := &vrf{name: name, nodes: make(map[netip.Prefix]*node), index: newLabelIndex(), tables: make(map[*ownerState]*allocTable)}
 	for i, p := range []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")} {
 		v.roots[i] = &node{v: v, prefix: p, kind: kindRoot, space: freespace.New(p)}
 	}
@@ -97,9 +59,11 @@ type node struct {
 	network string
 	gateway netip.Addr
 
-	// holders says who holds each set offset of addrs other than the
-	// reserved first/last addresses and exclusions.
-	holders  map[uint64]any // *hostEntry, *allocObj, *preAlloc
+	// holders says who holds each set offset of addrs that is a static
+	// address or a pre-allocation. The other set offsets are reserved,
+	// excluded or held by plain allocations (allocTable records).
+	holders  map[uint64]any // *hostEntry, *preAlloc
+	plain    int            // plain allocations placed in addrs
 	reserved []uint64       // offsets reserved by rule 3 (network and broadcast)
 	excl     []exclusion
 	ranges   []*ipRange // sorted by lo
@@ -109,7 +73,7 @@ type node struct {
 	// that created it.
 	decl  *prefixObj
 	refs  map[*prefixObj]struct{}
-	alloc *allocObj
+	alloc *allocSpec
 
 	userLabels Labels
 	entry      *entry
@@ -128,7 +92,7 @@ type hostEntry struct {
 	node  *node
 	off   uint64
 	addr  netip.Addr
-	claim *allocObj
+	claim *allocSpec
 	entry *entry
 }
 
@@ -137,7 +101,7 @@ type preAlloc struct {
 	rng   *ipRange
 	name  string
 	off   uint64
-	claim *allocObj
+	claim *allocSpec
 }
 
 // ipRange is an IPRange placed in its node.
@@ -150,7 +114,8 @@ type ipRange struct {
 	entry *entry
 }
 
-// niObj, prefixObj, rangeObj and allocObj are the stored objects.
+// niObj, prefixObj and rangeObj are the stored objects; allocations are
+// stored in allocTables.
 type niObj struct {
 	spec NetworkInstance
 	v    *vrf
@@ -170,28 +135,6 @@ type rangeObj struct {
 	spec IPRange
 	v    *vrf
 	rng  *ipRange
-}
-
-type allocObj struct {
-	req Allocation
-	v   *vrf
-	// Address placement: offsets [off, off+n-1] of node, possibly through
-	// a static host entry or a pre-allocation. Prefix placement: sub.
-	node *node
-	off  uint64
-	n    uint64
-	host *hostEntry
-	pre  *preAlloc
-	sub  *node
-}
-
-// result is what the allocation resolved to, derived from its placement
-// (the gateway is its network's current one).
-func (o *allocObj) result() Result {
-	if o.sub != nil {
-		return Result{NetworkInstance: o.v.name, Prefix: o.sub.prefix}
-	}
-	return addrResult(o.node, o.off, o.n)
 }
 
 func (n *node) isBitmap() bool { return n.addrs != nil }
@@ -228,7 +171,7 @@ func (n *node) isReserved(off uint64) bool { return slices.Contains(n.reserved, 
 // busy reports whether n holds anything beyond its reservations and
 // exclusions: child prefixes, held addresses or ranges.
 func (n *node) busy() bool {
-	return n.children > 0 || len(n.holders) > 0 || len(n.ranges) > 0
+	return n.children > 0 || len(n.holders) > 0 || n.plain > 0 || len(n.ranges) > 0
 }
 
 // ancestorMatches reports whether a prefix above n carries every term.
@@ -312,8 +255,6 @@ func (n *node) describeHolder(off uint64) string {
 			return ObjAllocation + " " + h.claim.req.Key.String()
 		}
 		return ObjPrefix + " " + h.obj.spec.Key.String()
-	case *allocObj:
-		return ObjAllocation + " " + h.req.Key.String()
 	case *preAlloc:
 		return "the pre-allocation of " + h.name + " in " + ObjRange + " " + h.rng.obj.spec.Key.String()
 	}
@@ -322,6 +263,10 @@ func (n *node) describeHolder(off uint64) string {
 	}
 	if n.excludedAt(off) != nil {
 		return "an exclusion of " + n.prefix.String()
+	}
+	if o, ok := n.v.plainHolder(n, off); ok {
+		k := o.key()
+		return ObjAllocation + " " + k.String()
 	}
 	return "another object"
 }

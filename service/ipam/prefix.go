@@ -363,11 +363,9 @@ func (t *tx) deletePrefixObj(o *prefixObj, obj string, key Key) error {
 
 // allocationCount counts the allocations holding addresses of n.
 func (n *node) allocationCount() int {
-	c := 0
+	c := n.plain
 	for _, h := range n.holders {
 		switch h := h.(type) {
-		case *allocObj:
-			c++
 		case *hostEntry:
 			if h.claim != nil {
 				c++

@@ -135,10 +135,19 @@ func (a *Allocator) GetAllocation(key Key) (AllocationRecord, error) {
 	var rec AllocationRecord
 	found := false
 	a.readOwners(key.Owner, func(os *ownerState) {
-		if o := os.allocs[nsn(key)]; o != nil && !found {
-			o.v.mu.RLock()
-			rec, found = AllocationRecord{Allocation: cloneAlloc(o.req), Result: o.result()}, true
-			o.v.mu.RUnlock()
+		if found {
+			return
+		}
+		for _, t := range os.tables {
+			t.v.mu.RLock()
+			if r, ok := t.get(key.Namespace, key.Name); ok {
+				o := alloc{allocRec: *r, name: key.Name}
+				rec, found = AllocationRecord{Allocation: cloneAlloc(o.request()), Result: o.result()}, true
+			}
+			t.v.mu.RUnlock()
+			if found {
+				return
+			}
 		}
 	})
 	if !found {
@@ -151,13 +160,20 @@ func (a *Allocator) GetAllocation(key Key) (AllocationRecord, error) {
 func (a *Allocator) ListAllocations(f Filter) []AllocationRecord {
 	var out []AllocationRecord
 	a.readOwners(f.Owner, func(os *ownerState) {
-		for _, k := range slices.SortedFunc(maps.Keys(os.allocs), compareNsName) {
-			if o := os.allocs[k]; f.matches(os.name, o.v.name, o.req.Labels) {
-				o.v.mu.RLock()
-				out = append(out, AllocationRecord{Allocation: cloneAlloc(o.req), Result: o.result()})
-				o.v.mu.RUnlock()
+		first := len(out)
+		for _, t := range os.tables {
+			t.v.mu.RLock()
+			for i := range t.recs {
+				if r := &t.recs[i]; f.matches(os.name, t.v.name, r.spec.req.Labels) {
+					o := t.at(i)
+					out = append(out, AllocationRecord{Allocation: cloneAlloc(o.request()), Result: o.result()})
+				}
 			}
+			t.v.mu.RUnlock()
 		}
+		slices.SortFunc(out[first:], func(x, y AllocationRecord) int {
+			return compareNsName(nsn(x.Allocation.Key), nsn(y.Allocation.Key))
+		})
 	})
 	return out
 }

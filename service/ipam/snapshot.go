@@ -92,7 +92,7 @@ func (a *Allocator) capture(at func()) captured {
 	owners := a.ownerList()
 	n := 0
 	for _, os := range owners {
-		n += len(os.allocs)
+		n += os.allocCount()
 	}
 	c.allocs = make([]snapAlloc, 0, n)
 	for _, os := range owners {
@@ -102,12 +102,15 @@ func (a *Allocator) capture(at func()) captured {
 		for _, o := range os.ranges {
 			c.ranges = append(c.ranges, o.spec)
 		}
-		for _, o := range os.allocs {
-			bits := 0
-			if o.sub != nil {
-				bits = o.sub.prefix.Bits()
+		for _, t := range os.tables {
+			for i := range t.recs {
+				o := t.at(i)
+				bits := 0
+				if o.spec.sub != nil {
+					bits = o.spec.sub.prefix.Bits()
+				}
+				c.allocs = append(c.allocs, snapAlloc{rec: AllocationRecord{Allocation: o.request(), Result: o.result()}, bits: bits})
 			}
-			c.allocs = append(c.allocs, snapAlloc{rec: AllocationRecord{Allocation: o.req, Result: o.result()}, bits: bits})
 		}
 	}
 	return c
@@ -134,8 +137,7 @@ func compareKey(x, y Key) int {
 func (a *Allocator) Apply(recs []Record) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.presize(recs)
-	t := &tx{a: a, replay: true, global: true}
+	t := &tx{a: a, replay: true, global: true, expect: expectedAllocs(recs)}
 	for i, r := range recs {
 		if err := t.apply(r); err != nil {
 			return fmt.Errorf("record %d (%s %s): %w", i, r.Op, r.Key, err)
@@ -180,24 +182,24 @@ func (t *tx) apply(r Record) error {
 	return fmt.Errorf("%w: malformed record", ErrInvalid)
 }
 
-// presize grows the allocation maps of owners that are about to receive
-// many allocations, so a restore does not rehash them over and over.
-func (a *Allocator) presize(recs []Record) {
-	counts := map[string]int{}
+// expectedAllocs counts the allocations recs put per owner and VRF, when
+// they are many, so Apply grows their tables once (see tx.expect).
+func expectedAllocs(recs []Record) map[ownerVRF]int {
+	var counts map[ownerVRF]int
 	for i := range recs {
-		if recs[i].Op == OpPutAllocation {
-			counts[recs[i].Key.Owner]++
+		if r := &recs[i]; r.Op == OpPutAllocation && r.Allocation != nil {
+			if counts == nil {
+				counts = make(map[ownerVRF]int)
+			}
+			counts[ownerVRF{r.Key.Owner, r.Allocation.Result.NetworkInstance}]++
 		}
 	}
-	for owner, n := range counts {
+	for k, n := range counts {
 		if n < 1024 {
-			continue
-		}
-		os := a.owner(owner)
-		if len(os.allocs) == 0 {
-			os.allocs = make(map[nsName]*allocObj, n)
+			delete(counts, k)
 		}
 	}
+	return counts
 }
 
 // putRecordedAllocation replaces an allocation with a recorded one.
@@ -210,17 +212,41 @@ func (t *tx) putRecordedAllocation(os *ownerState, rec AllocationRecord) error {
 	if err != nil {
 		return err
 	}
-	r.Selector = v.intern(r.Selector, false)
-	if old := os.allocs[nsn(r.Key)]; old != nil {
-		if err := t.releaseAlloc(old); err != nil {
+	// One lookup in v's table finds the old allocation or the slot of the
+	// new one; replay keeps no undo log, so the table is written directly.
+	ns, name := r.Key.Namespace, r.Key.Name
+	tb := t.tableFor(os, v)
+	h := hashKey(ns, name)
+	slot, found := tb.find(ns, name, h)
+	oldTable, old := tb, (*allocRec)(nil)
+	if found {
+		old = tb.recAt(slot)
+	} else if len(os.tables) > 1 {
+		oldTable, old = os.findAlloc(ns, name)
+	}
+	if old != nil {
+		if err := t.releaseAlloc(*old, r.Key); err != nil {
 			return err
 		}
+		if oldTable != tb {
+			dropAlloc(oldTable, ns, name)
+		}
 	}
-	o := &allocObj{req: r, v: v}
-	if err := t.placeRecorded(o, rec.Result); err != nil {
+	if !found && tb.full() {
+		return checkRoom(os, v, r.Key)
+	}
+	spec := v.sharedSpec(&r, true)
+	placed, err := t.placeRecorded(spec, r, rec.Result)
+	if err != nil {
 		return err
 	}
-	t.setAlloc(os, nsn(r.Key), o)
-	t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: &AllocationRecord{Allocation: r, Result: o.result()}})
+	if found {
+		tb.put(name, placed)
+		return nil
+	}
+	if !placed.spec.own {
+		v.ref(placed.spec)
+	}
+	tb.insertAt(slot, h, name, placed)
 	return nil
 }

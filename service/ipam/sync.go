@@ -42,6 +42,7 @@ func (a *Allocator) Sync(req SyncRequest) (SyncResult, error) {
 	return res, nil
 }
 
+// withOwner sets the owner of every object's key but the allocations'.
 func withOwner(req SyncRequest) SyncRequest {
 	req.NetworkInstances = slices.Clone(req.NetworkInstances)
 	for i := range req.NetworkInstances {
@@ -55,10 +56,7 @@ func withOwner(req SyncRequest) SyncRequest {
 	for i := range req.Ranges {
 		req.Ranges[i].Key.Owner = req.Owner
 	}
-	req.Allocations = slices.Clone(req.Allocations)
-	for i := range req.Allocations {
-		req.Allocations[i].Key.Owner = req.Owner
-	}
+	// Allocations, the bulk, are not copied: putAllocation sets the owner.
 	return req
 }
 
@@ -69,27 +67,27 @@ func checkSyncRequest(req SyncRequest) error {
 		return errf(ErrInvalid, "Sync", Key{Name: req.Owner}, "", "%d objects exceed the limit of %d per request", n, MaxSyncItems)
 	}
 	var errs []error
-	dup := func(obj string, seen map[Key]bool, k Key) {
-		if seen[k] {
+	dup := func(obj string, seen map[nsName]bool, k Key) {
+		if seen[nsn(k)] {
 			errs = append(errs, errf(ErrInvalid, obj, k, "metadata.name", "appears twice in one request"))
 		}
-		seen[k] = true
+		seen[nsn(k)] = true
 	}
-	seen := map[Key]bool{}
+	seen := map[nsName]bool{}
 	for _, x := range req.NetworkInstances {
 		dup(ObjNetworkInstance, seen, Key{Owner: x.Key.Owner, Name: x.Key.Name})
 	}
-	seen = map[Key]bool{}
+	seen = map[nsName]bool{}
 	for _, x := range req.Prefixes {
 		dup(ObjPrefix, seen, x.Key)
 	}
-	seen = map[Key]bool{}
+	seen = map[nsName]bool{}
 	for _, x := range req.Ranges {
 		dup(ObjRange, seen, x.Key)
 	}
-	seen = map[Key]bool{}
+	seen = make(map[nsName]bool, len(req.Allocations))
 	for _, x := range req.Allocations {
-		dup(ObjAllocation, seen, x.Key)
+		dup(ObjAllocation, seen, Key{Owner: req.Owner, Namespace: x.Key.Namespace, Name: x.Key.Name})
 	}
 	if len(errs) > 0 {
 		return &SyncError{Errs: errs}
@@ -108,7 +106,12 @@ func syncVRFs(os *ownerState, req SyncRequest) []string {
 		names = append(names, r.NetworkInstance)
 	}
 	for _, r := range req.Allocations {
-		names = append(names, r.NetworkInstance, r.Selector[LabelNetworkInstance])
+		// Consecutive allocations mostly name the same VRF.
+		for _, name := range [2]string{r.NetworkInstance, r.Selector[LabelNetworkInstance]} {
+			if name != "" && (len(names) == 0 || names[len(names)-1] != name) {
+				names = append(names, name)
+			}
+		}
 	}
 	for _, o := range os.prefixes {
 		names = append(names, o.v.name)
@@ -116,8 +119,8 @@ func syncVRFs(os *ownerState, req SyncRequest) []string {
 	for _, o := range os.ranges {
 		names = append(names, o.v.name)
 	}
-	for _, o := range os.allocs {
-		names = append(names, o.v.name)
+	for v := range os.tables {
+		names = append(names, v.name)
 	}
 	return names
 }
@@ -126,38 +129,43 @@ func (t *tx) sync(os *ownerState, req SyncRequest) (SyncResult, error) {
 	res := SyncResult{Prefixes: make([]Result, len(req.Prefixes)), Allocations: make([]Result, len(req.Allocations))}
 	n := len(req.NetworkInstances) + len(req.Prefixes) + len(req.Ranges) + len(req.Allocations)
 	t.recs = make([]Record, 0, n)
-	t.undo = make([]func(), 0, 4*n)
+	t.undo = make([]undoStep, 0, 2*n)
 	t.slab = make([]AllocationRecord, 0, len(req.Allocations))
 	var errs []error
-	// item runs one step; a failed step is undone on its own so the next
-	// steps see a consistent state, and its error is collected.
-	item := func(f func() error) {
-		u, r := t.mark()
-		if err := f(); err != nil {
-			t.rollbackTo(u, r)
-			errs = append(errs, err)
-		}
+	// Each item runs on its own: a failed item is undone at once so the
+	// next items see a consistent state, and its error is collected.
+	fail := func(u, r int, err error) {
+		t.rollbackTo(u, r)
+		errs = append(errs, err)
 	}
 	if req.Prune {
-		t.prune(os, req, &res, item)
+		t.prune(os, req, &res, fail)
 	}
 	for _, ni := range req.NetworkInstances {
-		item(func() error { return t.putNIOf(os, ni) })
+		u, r := t.mark()
+		if err := t.putNIOf(os, ni); err != nil {
+			fail(u, r, err)
+		}
 	}
 	for _, i := range prefixOrder(req.Prefixes) {
-		item(func() (err error) {
-			res.Prefixes[i], err = t.putPrefix(os, req.Prefixes[i])
-			return err
-		})
+		u, r := t.mark()
+		var err error
+		if res.Prefixes[i], err = t.putPrefix(os, req.Prefixes[i]); err != nil {
+			fail(u, r, err)
+		}
 	}
-	for _, r := range sortedBy(req.Ranges, func(r IPRange) Key { return r.Key }) {
-		item(func() error { return t.putRange(os, r) })
+	for _, rg := range sortedBy(req.Ranges, func(r IPRange) Key { return r.Key }) {
+		u, r := t.mark()
+		if err := t.putRange(os, rg); err != nil {
+			fail(u, r, err)
+		}
 	}
 	for _, i := range allocOrder(req.Allocations) {
-		item(func() (err error) {
-			res.Allocations[i], err = t.putAllocation(os, req.Allocations[i])
-			return err
-		})
+		u, r := t.mark()
+		var err error
+		if res.Allocations[i], err = t.putAllocation(os, req.Allocations[i]); err != nil {
+			fail(u, r, err)
+		}
 	}
 	if len(errs) > 0 {
 		return SyncResult{}, &SyncError{Errs: errs}
@@ -168,13 +176,16 @@ func (t *tx) sync(os *ownerState, req SyncRequest) (SyncResult, error) {
 // prune deletes the owner's objects that the request no longer lists:
 // allocations, then ranges, then prefixes deepest first, then network
 // instances.
-func (t *tx) prune(os *ownerState, req SyncRequest, res *SyncResult, item func(func() error)) {
+func (t *tx) prune(os *ownerState, req SyncRequest, res *SyncResult, fail func(u, r int, err error)) {
 	release := func(op Op, key Key, del func(*ownerState, Key) error) {
-		item(func() error { return del(os, key) })
+		u, r := t.mark()
+		if err := del(os, key); err != nil {
+			fail(u, r, err)
+		}
 		res.Released = append(res.Released, Released{Op: op, Key: key})
 	}
-	for _, k := range undesired(os.allocs, req.Allocations, func(r Allocation) Key { return r.Key }) {
-		release(OpDeleteAllocation, os.allocs[k].req.Key, t.deleteAllocation)
+	for _, k := range undesiredAllocs(os, req.Allocations) {
+		release(OpDeleteAllocation, k, t.deleteAllocation)
 	}
 	for _, k := range undesired(os.ranges, req.Ranges, func(r IPRange) Key { return r.Key }) {
 		release(OpDeleteRange, os.ranges[k].spec.Key, t.deleteRange)
@@ -215,6 +226,38 @@ func undesired[V, T any](have map[nsName]V, desired []T, key func(T) Key) []nsNa
 		}
 	}
 	slices.SortFunc(out, compareNsName)
+	return out
+}
+
+// undesiredAllocs lists, in key order, the keys of the allocations of os
+// that no item of desired carries.
+func undesiredAllocs(os *ownerState, desired []Allocation) []Key {
+	if len(os.tables) == 0 {
+		return nil
+	}
+	marks := make(map[*allocTable][]bool, len(os.tables))
+	for _, tb := range os.tables {
+		marks[tb] = make([]bool, tb.len())
+	}
+	for i := range desired {
+		k := &desired[i].Key
+		for tb, m := range marks {
+			if j := tb.index(k.Namespace, k.Name); j >= 0 {
+				m[j] = true
+				break
+			}
+		}
+	}
+	var out []Key
+	for tb, m := range marks {
+		for j, want := range m {
+			if !want {
+				o := tb.at(j)
+				out = append(out, o.key())
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Key) int { return compareNsName(nsn(a), nsn(b)) })
 	return out
 }
 
@@ -267,25 +310,41 @@ func allocOrder(rs []Allocation) []int {
 	for i := range idx {
 		idx[i] = i
 	}
-	rank := func(r Allocation) (int, int) {
+	// Keys are distinct (checkSyncRequest), so an unstable sort decides
+	// the order; it is linear for a request already in key order.
+	slices.SortFunc(idx, func(i, j int) int {
+		if c := cmp.Compare(rs[i].Key.Namespace, rs[j].Key.Namespace); c != 0 {
+			return c
+		}
+		return cmp.Compare(rs[i].Key.Name, rs[j].Key.Name)
+	})
+	// Then a stable counting sort by group: 0 explicit, 1..128 a
+	// sub-prefix of that length, 129 addresses.
+	const groups = 130
+	group := func(r *Allocation) int {
 		switch {
 		case r.Prefix.IsValid():
-			return 0, 0
-		case r.PrefixLength > 0 && !(r.Kind == KindLoopback && (r.PrefixLength == 32 || r.PrefixLength == 128)):
-			return 1, r.PrefixLength
+			return 0
+		case r.PrefixLength > 0 && r.PrefixLength <= 128 && !(r.Kind == KindLoopback && (r.PrefixLength == 32 || r.PrefixLength == 128)):
+			return r.PrefixLength
 		}
-		return 2, 0
+		return groups - 1
 	}
-	slices.SortStableFunc(idx, func(i, j int) int {
-		ri, li := rank(rs[i])
-		rj, lj := rank(rs[j])
-		if c := cmp.Compare(ri, rj); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(li, lj); c != 0 {
-			return c
-		}
-		return compareNsName(nsn(rs[i].Key), nsn(rs[j].Key))
-	})
-	return idx
+	var start [groups + 1]int
+	for _, i := range idx {
+		start[group(&rs[i])+1]++
+	}
+	if start[groups] == len(idx) {
+		return idx // addresses only
+	}
+	for g := 1; g <= groups; g++ {
+		start[g] += start[g-1]
+	}
+	out := make([]int, len(idx))
+	for _, i := range idx {
+		g := group(&rs[i])
+		out[start[g]] = i
+		start[g]++
+	}
+	return out
 }

@@ -17,9 +17,12 @@ type tx struct {
 	locked []*vrf // the VRFs locked for it; nil with global: all (allocator-wide lock)
 	global bool
 	recs   []Record
-	undo   []func()
+	undo   []undoStep
 	// replay marks Apply: it journals nothing and keeps no undo log.
 	replay bool
+	// expect says how many allocations Apply will put into the table of
+	// an owner and VRF; the table grows to hold them at its first put.
+	expect map[ownerVRF]int
 	// bitmap caches the last network or loopback node an address was
 	// found in; such nodes have no children, so one that contains an
 	// address is the node of that address.
@@ -31,11 +34,15 @@ type tx struct {
 	slab []AllocationRecord
 }
 
+// ownerVRF names the allocation table of an owner in a VRF.
+type ownerVRF struct{ owner, vrf string }
+
 // selCache is one cached selection; it is valid while the VRF's index has
 // not changed (gen).
 type selCache struct {
 	v        *vrf
 	gen      uint64
+	spec     *allocSpec // the last spec that hit: its selector is selector
 	selector Labels
 	kind     Kind
 	family   Family
@@ -53,9 +60,68 @@ func (t *tx) newAllocRecord(r Allocation, res Result) *AllocationRecord {
 	return &AllocationRecord{Allocation: r, Result: res}
 }
 
+// undoStep reverts one change. The frequent changes of allocations are
+// typed, so undoing them needs no closure; the rest run f.
+type undoStep struct {
+	op   undoOp
+	flag bool // undoPutAlloc: rec was replaced; undoDelAlloc: tb was forgotten
+	f    func()
+	tb   *allocTable
+	name string
+	// undoPutAlloc: the replaced record, or one whose spec names the
+	// namespace; undoDelAlloc: the deleted record; plain holds: node and
+	// first offset.
+	rec allocRec
+	cnt uint64
+}
+
+type undoOp uint8
+
+const (
+	undoFunc      undoOp = iota
+	undoHoldPlain        // free offsets [rec.off, rec.off+cnt-1] of rec.node
+	undoFreePlain        // hold them again
+	undoPutAlloc         // put rec back into tb, or delete name
+	undoDelAlloc         // put rec back into tb (and tb into its maps)
+)
+
+func (u *undoStep) run() {
+	switch u.op {
+	case undoFunc:
+		u.f()
+	case undoHoldPlain:
+		for i := range u.cnt {
+			u.rec.node.addrs.Remove(u.rec.off + i)
+		}
+		u.rec.node.plain--
+	case undoFreePlain:
+		for i := range u.cnt {
+			u.rec.node.addrs.Add(u.rec.off + i)
+		}
+		u.rec.node.plain++
+	case undoPutAlloc:
+		if u.flag {
+			u.tb.put(u.name, u.rec)
+		} else {
+			dropAlloc(u.tb, u.rec.spec.req.Key.Namespace, u.name)
+		}
+	case undoDelAlloc:
+		if u.flag {
+			u.tb.os.tables[u.tb.v], u.tb.v.tables[u.tb.os] = u.tb, u.tb
+		}
+		u.tb.put(u.name, u.rec)
+	}
+}
+
 func (t *tx) onUndo(f func()) {
 	if !t.replay {
-		t.undo = append(t.undo, f)
+		t.undo = append(t.undo, undoStep{f: f})
+	}
+}
+
+func (t *tx) pushUndo(u undoStep) {
+	if !t.replay {
+		t.undo = append(t.undo, u)
 	}
 }
 
@@ -83,7 +149,8 @@ func (t *tx) mark() (int, int) { return len(t.undo), len(t.recs) }
 // rollbackTo undoes everything after the savepoint.
 func (t *tx) rollbackTo(u, r int) {
 	for i := len(t.undo) - 1; i >= u; i-- {
-		t.undo[i]()
+		t.undo[i].run()
+		t.undo[i] = undoStep{}
 	}
 	t.undo = t.undo[:u]
 	t.recs = t.recs[:r]
@@ -225,13 +292,18 @@ func (n *node) contents() string {
 			kids = append(kids[:3], "…")
 		}
 		return fmt.Sprintf("%d child prefix(es): %v", n.children, kids)
-	case len(n.holders) > 0:
-		offs := make([]uint64, 0, len(n.holders))
-		for off := range n.holders {
-			offs = append(offs, off)
-		}
-		slices.Sort(offs)
-		return fmt.Sprintf("%d address(es), e.g. %s held by %s", len(offs), addOffset(n.prefix.Addr(), offs[0]), n.describeHolder(offs[0]))
+	case len(n.holders) > 0 || n.plain > 0:
+		var held, first uint64
+		n.addrs.Ascend(0, n.addrs.Last(), func(off uint64) bool {
+			if _, ok := n.holders[off]; ok || !n.isReserved(off) && n.excludedAt(off) == nil {
+				if held == 0 {
+					first = off
+				}
+				held++
+			}
+			return true
+		})
+		return fmt.Sprintf("%d address(es), e.g. %s held by %s", held, addOffset(n.prefix.Addr(), first), n.describeHolder(first))
 	case len(n.ranges) > 0:
 		return fmt.Sprintf("%d IP range(s), e.g. %s", len(n.ranges), n.ranges[0].obj.spec.Key)
 	}
@@ -270,11 +342,23 @@ func (t *tx) unhold(n *node, off, cnt uint64) {
 	})
 }
 
-// setHolder replaces the holder of a held offset.
-func (t *tx) setHolder(n *node, off uint64, h any) {
-	old := n.holders[off]
-	n.holders[off] = h
-	t.onUndo(func() { n.holders[off] = old })
+// holdPlain marks offsets [off, off+cnt-1] of n as held by one plain
+// allocation.
+func (t *tx) holdPlain(n *node, off, cnt uint64) {
+	for i := range cnt {
+		n.addrs.Add(off + i)
+	}
+	n.plain++
+	t.pushUndo(undoStep{op: undoHoldPlain, rec: allocRec{node: n, off: off}, cnt: cnt})
+}
+
+// unholdPlain frees the offsets of a plain allocation.
+func (t *tx) unholdPlain(n *node, off, cnt uint64) {
+	for i := range cnt {
+		n.addrs.Remove(off + i)
+	}
+	n.plain--
+	t.pushUndo(undoStep{op: undoFreePlain, rec: allocRec{node: n, off: off}, cnt: cnt})
 }
 
 // nextFree returns the lowest free offset of n in [lo, hi] outside every
