@@ -1,9 +1,6 @@
 package ipam
 
-import (
-	"hash/maphash"
-	"slices"
-)
+import "hash/maphash"
 
 // Allocations are the bulk of the state (millions of addresses), so they
 // are not stored one Go object each. An owner's allocations in one VRF
@@ -126,11 +123,48 @@ func (a *nameArena) bytes(r nameRef) []byte {
 // allocTable holds the allocations of one owner in one VRF. The VRF's lock
 // guards it (and the allocator-wide lock during Apply and Snapshot).
 type allocTable struct {
-	os    *ownerState
-	v     *vrf
-	recs  []allocRec
+	os *ownerState
+	v  *vrf
+	// The records, in pages of recPage so that growing never copies
+	// them; only the first page grows by appending.
+	pages [][]allocRec
+	n     int
 	slots []uint32 // linear probing; 0 is empty, else tag<<indexBits | record index + 1
 	names nameArena
+}
+
+const (
+	recPageBits = 10
+	recPage     = 1 << recPageBits
+)
+
+// rec returns record i.
+func (t *allocTable) rec(i int) *allocRec { return &t.pages[i>>recPageBits][i&(recPage-1)] }
+
+// push appends r.
+func (t *allocTable) push(r allocRec) {
+	if last := len(t.pages) - 1; last >= 0 && len(t.pages[last]) < recPage {
+		t.pages[last] = append(t.pages[last], r)
+	} else {
+		page := make([]allocRec, 0, recPage)
+		if last < 0 {
+			page = make([]allocRec, 0, 4)
+		}
+		t.pages = append(t.pages, append(page, r))
+	}
+	t.n++
+}
+
+// pop removes the last record.
+func (t *allocTable) pop() {
+	last := len(t.pages) - 1
+	p := t.pages[last]
+	p[len(p)-1] = allocRec{}
+	if t.pages[last] = p[:len(p)-1]; len(t.pages[last]) == 0 && last > 0 {
+		t.pages[last] = nil
+		t.pages = t.pages[:last]
+	}
+	t.n--
 }
 
 // A slot holds a record index (plus one) in its low indexBits and the top
@@ -163,7 +197,7 @@ func mixNamespace(h uint64, ns string) uint64 {
 }
 
 // len returns the number of allocations.
-func (t *allocTable) len() int { return len(t.recs) }
+func (t *allocTable) len() int { return t.n }
 
 // find returns the slot holding (ns, name) whose hash is h, or the empty
 // slot where it would go (-1 when there are no slots).
@@ -181,7 +215,7 @@ func (t *allocTable) find(ns, name string, h uint64) (slot int, found bool) {
 		if x&^indexMask != tag {
 			continue
 		}
-		r := &t.recs[x&indexMask-1]
+		r := t.rec(int(x&indexMask - 1))
 		if string(t.names.bytes(r.name)) == name && r.spec.req.Key.Namespace == ns {
 			return s, true
 		}
@@ -189,7 +223,7 @@ func (t *allocTable) find(ns, name string, h uint64) (slot int, found bool) {
 }
 
 // recAt returns the record slot s points at.
-func (t *allocTable) recAt(s int) *allocRec { return &t.recs[t.slots[s]&indexMask-1] }
+func (t *allocTable) recAt(s int) *allocRec { return t.rec(int(t.slots[s]&indexMask - 1)) }
 
 // get returns the record of (ns, name).
 func (t *allocTable) get(ns, name string) (*allocRec, bool) {
@@ -211,8 +245,8 @@ func (t *allocTable) index(ns, name string) int {
 
 // at returns record i with its name.
 func (t *allocTable) at(i int) alloc {
-	r := t.recs[i]
-	return alloc{allocRec: r, name: string(t.names.bytes(r.name))}
+	r := t.rec(i)
+	return alloc{allocRec: *r, name: string(t.names.bytes(r.name))}
 }
 
 // put inserts or replaces the allocation name of r.spec's namespace and
@@ -242,25 +276,24 @@ func (t *allocTable) put(name string, r allocRec) (prev allocRec, replaced bool)
 // insertAt adds the new allocation name, whose hash is h, at slot s that
 // find returned for it; r's spec is already counted.
 func (t *allocTable) insertAt(s int, h uint64, name string, r allocRec) {
-	if 4*(len(t.recs)+1) > 3*len(t.slots) {
-		t.rehash(tableSize(len(t.recs) + 1))
+	if 4*(t.n+1) > 3*len(t.slots) {
+		t.rehash(tableSize(t.n + 1))
 		s, _ = t.find(r.spec.req.Key.Namespace, name, h)
 	}
 	r.name = addName(&t.names, name)
-	t.recs = append(t.recs, r)
-	t.slots[s] = tagOf(h) | uint32(len(t.recs))
+	t.push(r)
+	t.slots[s] = tagOf(h) | uint32(t.n)
 }
 
-// grow makes room for n more allocations.
+// grow makes room in the index for n more allocations.
 func (t *allocTable) grow(n int) {
-	t.recs = slices.Grow(t.recs, n)
-	if size := tableSize(len(t.recs) + n); size > len(t.slots) {
+	if size := tableSize(t.n + n); size > len(t.slots) {
 		t.rehash(size)
 	}
 }
 
 // full reports whether the table cannot take one more allocation.
-func (t *allocTable) full() bool { return len(t.recs) >= MaxTableAllocs }
+func (t *allocTable) full() bool { return t.n >= MaxTableAllocs }
 
 // del deletes (ns, name) and reports whether it was there.
 func (t *allocTable) del(ns, name string) bool {
@@ -269,21 +302,20 @@ func (t *allocTable) del(ns, name string) bool {
 		return false
 	}
 	i := int(t.slots[s]&indexMask - 1)
-	if sp := t.recs[i].spec; !sp.own {
+	if sp := t.rec(i).spec; !sp.own {
 		t.v.unref(sp)
 	}
-	t.names.dead += int(t.recs[i].name.n)
+	t.names.dead += int(t.rec(i).name.n)
 	t.deleteSlot(s)
 	// Move the last record into the hole.
-	last := len(t.recs) - 1
+	last := t.n - 1
 	if i != last {
 		ms := t.slotOf(last)
 		t.slots[ms] = t.slots[ms]&^indexMask | uint32(i+1)
-		t.recs[i] = t.recs[last]
+		*t.rec(i) = *t.rec(last)
 	}
-	t.recs[last] = allocRec{}
-	t.recs = t.recs[:last]
-	if len(t.recs) == 0 {
+	t.pop()
+	if t.n == 0 {
 		*t = allocTable{os: t.os, v: t.v}
 	} else if t.names.dead > 4096 && t.names.dead > t.liveNameBytes() {
 		t.compactNames()
@@ -293,7 +325,7 @@ func (t *allocTable) del(ns, name string) bool {
 
 // homeOf returns the home slot of record i.
 func (t *allocTable) homeOf(i int) int {
-	r := &t.recs[i]
+	r := t.rec(i)
 	return int(hashKeyBytes(r.spec.req.Key.Namespace, t.names.bytes(r.name))) & (len(t.slots) - 1)
 }
 
@@ -336,8 +368,8 @@ func tableSize(n int) int {
 func (t *allocTable) rehash(size int) {
 	t.slots = make([]uint32, size)
 	mask := size - 1
-	for i := range t.recs {
-		r := &t.recs[i]
+	for i := range t.n {
+		r := t.rec(i)
 		h := hashKeyBytes(r.spec.req.Key.Namespace, t.names.bytes(r.name))
 		s := int(h) & mask
 		for t.slots[s] != 0 {
@@ -359,8 +391,9 @@ func (t *allocTable) liveNameBytes() int {
 func (t *allocTable) compactNames() {
 	old := t.names
 	t.names = nameArena{}
-	for i := range t.recs {
-		t.recs[i].name = addName(&t.names, old.bytes(t.recs[i].name))
+	for i := range t.n {
+		r := t.rec(i)
+		r.name = addName(&t.names, old.bytes(r.name))
 	}
 }
 
@@ -368,8 +401,8 @@ func (t *allocTable) compactNames() {
 // n, by a scan of v's tables.
 func (v *vrf) plainHolder(n *node, off uint64) (alloc, bool) {
 	for _, t := range v.tables {
-		for i := range t.recs {
-			r := &t.recs[i]
+		for i := range t.n {
+			r := t.rec(i)
 			if r.node == n && r.off <= off && off-r.off < r.count() {
 				return t.at(i), true
 			}

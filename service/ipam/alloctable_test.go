@@ -38,7 +38,7 @@ func checkTable(t *testing.T, tb *allocTable, model map[nsName]uint64) {
 			t.Fatalf("%s/%s holds offset %d of namespace %q, want %d", k.ns, k.name, r.off, r.spec.req.Key.Namespace, off)
 		}
 	}
-	for i := range tb.recs {
+	for i := range tb.len() {
 		o := tb.at(i)
 		if _, ok := model[nsName{o.spec.req.Key.Namespace, o.name}]; !ok {
 			t.Fatalf("record %d (%s) is not in the model", i, o.name)

@@ -66,8 +66,8 @@ func checkInvariants(t testing.TB, a *Allocator) {
 				plain := map[uint64]bool{}
 				plainAllocs := 0
 				for _, tb := range v.tables {
-					for i := range tb.recs {
-						if r := &tb.recs[i]; r.node == n {
+					for i := range tb.len() {
+						if r := tb.rec(i); r.node == n {
 							plainAllocs++
 							for off := r.off; off < r.off+r.count(); off++ {
 								if plain[off] {
@@ -172,7 +172,7 @@ func checkInvariants(t testing.TB, a *Allocator) {
 			if used != tb.len() {
 				t.Fatalf("owner %s: %d slots used for %d records", os.name, used, tb.len())
 			}
-			for i := range tb.recs {
+			for i := range tb.len() {
 				o := tb.at(i)
 				if got := tb.index(o.spec.req.Key.Namespace, o.name); got != i {
 					t.Fatalf("owner %s: record %d (%s) found at %d", os.name, i, o.name, got)
@@ -215,7 +215,7 @@ func checkInvariants(t testing.TB, a *Allocator) {
 	byVRF := map[string][]span{}
 	for _, os := range a.owners {
 		for _, tb := range os.tables {
-			for i := range tb.recs {
+			for i := range tb.len() {
 				o := tb.at(i)
 				res := o.result()
 				lo, hi := res.Prefix.Addr(), res.Prefix.Addr()

@@ -163,8 +163,8 @@ func (a *Allocator) ListAllocations(f Filter) []AllocationRecord {
 		first := len(out)
 		for _, t := range os.tables {
 			t.v.mu.RLock()
-			for i := range t.recs {
-				if r := &t.recs[i]; f.matches(os.name, t.v.name, r.spec.req.Labels) {
+			for i := range t.len() {
+				if r := t.rec(i); f.matches(os.name, t.v.name, r.spec.req.Labels) {
 					o := t.at(i)
 					out = append(out, AllocationRecord{Allocation: cloneAlloc(o.request()), Result: o.result()})
 				}

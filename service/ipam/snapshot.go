@@ -103,7 +103,7 @@ func (a *Allocator) capture(at func()) captured {
 			c.ranges = append(c.ranges, o.spec)
 		}
 		for _, t := range os.tables {
-			for i := range t.recs {
+			for i := range t.len() {
 				o := t.at(i)
 				bits := 0
 				if o.spec.sub != nil {

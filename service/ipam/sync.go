@@ -184,18 +184,22 @@ func (t *tx) prune(os *ownerState, req SyncRequest, res *SyncResult, fail func(u
 		}
 		res.Released = append(res.Released, Released{Op: op, Key: key})
 	}
-	for _, k := range undesiredAllocs(os, req.Allocations) {
+	gone := undesiredAllocs(os, req.Allocations)
+	t.recs = slices.Grow(t.recs, len(gone))
+	t.undo = slices.Grow(t.undo, 2*len(gone))
+	res.Released = slices.Grow(res.Released, len(gone))
+	for _, k := range gone {
 		release(OpDeleteAllocation, k, t.deleteAllocation)
 	}
 	for _, k := range undesired(os.ranges, req.Ranges, func(r IPRange) Key { return r.Key }) {
 		release(OpDeleteRange, os.ranges[k].spec.Key, t.deleteRange)
 	}
 	// Prefixes deepest first, so children go before their parents.
-	gone := undesired(os.prefixes, req.Prefixes, func(p Prefix) Key { return p.Key })
-	slices.SortStableFunc(gone, func(a, b nsName) int {
+	prefixes := undesired(os.prefixes, req.Prefixes, func(p Prefix) Key { return p.Key })
+	slices.SortStableFunc(prefixes, func(a, b nsName) int {
 		return cmp.Compare(os.prefixes[b].spec.Prefix.Bits(), os.prefixes[a].spec.Prefix.Bits())
 	})
-	for _, k := range gone {
+	for _, k := range prefixes {
 		release(OpDeletePrefix, os.prefixes[k].spec.Key, t.deletePrefix)
 	}
 	wantNI := map[string]bool{}
