@@ -77,8 +77,8 @@ func benchEtcdVsFile(b *testing.B, replicas int) {
 // ("on") and, in the same run on the same etcd, through three replicas
 // with snapshots off ("off"). Each side first holds 20,000 allocations
 // (ten Sync entries of 2,000), so each snapshot carries them. It reports
-// allocations per second of each, their ratio (on over off) and the log
-// keys each side has at the end.
+// allocations per second of each, their ratio (on over off), the log
+// keys each side has at the end and the size of the last snapshot.
 func BenchmarkEtcdSnapshots(b *testing.B) {
 	const clients, perClient = 64, 8
 	c := startCluster(b, 3)
@@ -131,6 +131,10 @@ func BenchmarkEtcdSnapshots(b *testing.B) {
 	b.ReportMetric(onRate, "on-allocs/s")
 	b.ReportMetric(offRate, "off-allocs/s")
 	b.ReportMetric(onRate/offRate, "ratio")
-	b.ReportMetric(float64(readLayout(b, cli, "/snap-on/").logKeys), "on-log-keys")
+	l := readLayout(b, cli, "/snap-on/")
+	b.ReportMetric(float64(l.logKeys), "on-log-keys")
+	if l.ptr != nil {
+		b.ReportMetric(l.ptr["size"].(float64), "snapshot-bytes")
+	}
 	b.ReportMetric(float64(readLayout(b, cli, "/snap-off/").logKeys), "off-log-keys")
 }
