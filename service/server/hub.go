@@ -120,7 +120,8 @@ func (h *Hub) buildIndex() {
 // Append implements ipam.Journal. It is called with the mutated VRFs
 // locked and does no I/O: it hands the records to the store's journal and
 // returns a wait function that blocks until they are durable, then
-// publishes them.
+// publishes them. When the store has nothing to wait for (in memory), the
+// records are durable already: Append publishes them and returns nil.
 func (h *Hub) Append(recs []ipam.Record) func() error {
 	h.appendMu.Lock()
 	seq := h.next
@@ -129,13 +130,15 @@ func (h *Hub) Append(recs []ipam.Record) func() error {
 	if h.store != nil {
 		wait = h.store.Append(recs)
 	}
+	if wait == nil {
+		// In order: appendMu is held, so no later batch is published first.
+		h.complete(seq, recs)
+		h.appendMu.Unlock()
+		return nil
+	}
 	h.appendMu.Unlock()
 	return func() error {
-		var err error
-		if wait != nil {
-			err = wait()
-		}
-		if err != nil {
+		if err := wait(); err != nil {
 			// Not durable: watchers must not see it. The batch still takes
 			// its turn so that later batches are published.
 			h.log.Error("journal append failed", "err", err)
@@ -152,25 +155,26 @@ func (h *Hub) Append(recs []ipam.Record) func() error {
 	}
 }
 
-// complete marks batch seq durable and publishes every batch that is now
-// in order.
+// complete marks batch seq durable (recs nil: failed, nothing to publish)
+// and publishes every batch that is now in order.
 func (h *Hub) complete(seq uint64, recs []ipam.Record) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if recs == nil {
-		recs = []ipam.Record{}
+	if seq != h.published {
+		// Earlier batches are still waiting for the store.
+		h.done[seq] = recs
+		return
 	}
-	h.done[seq] = recs
 	for {
-		batch, ok := h.done[h.published]
-		if !ok {
+		for _, r := range recs {
+			h.publish(r)
+		}
+		h.published++
+		var ok bool
+		if recs, ok = h.done[h.published]; !ok {
 			return
 		}
 		delete(h.done, h.published)
-		h.published++
-		for _, r := range batch {
-			h.publish(r)
-		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,26 @@ type callGate struct {
 	failed  atomic.Pointer[status.Status] // set when the store failed
 	metrics *Metrics
 	log     *slog.Logger
+	methods sync.Map // full method name → *gatedMethod; only registered methods reach the gate
+}
+
+// gatedMethod is what the gate works out once per method rather than on
+// every call.
+type gatedMethod struct {
+	ipam    bool // an IPAM method, refused until ready and after a store failure
+	latency *rpcLatency
+}
+
+// method returns what the gate knows of the method of that full name.
+func (g *callGate) method(fullMethod string) *gatedMethod {
+	if m, ok := g.methods.Load(fullMethod); ok {
+		return m.(*gatedMethod)
+	}
+	m, _ := g.methods.LoadOrStore(fullMethod, &gatedMethod{
+		ipam:    strings.HasPrefix(fullMethod, ipamMethodPrefix),
+		latency: g.metrics.rpcLatency(fullMethod),
+	})
+	return m.(*gatedMethod)
 }
 
 // fail refuses every IPAM call from now on: the store failed, so memory
@@ -31,9 +52,9 @@ func (g *callGate) fail(err error) {
 	g.failed.Store(status.New(codes.Unavailable, "the store failed ("+err.Error()+"); ipam-server must be restarted"))
 }
 
-// refuse returns why an IPAM call cannot be served now, if it cannot.
-func (g *callGate) refuse(method string) error {
-	if !strings.HasPrefix(method, ipamMethodPrefix) {
+// refuse returns why a call of m cannot be served now, if it cannot.
+func (g *callGate) refuse(m *gatedMethod) error {
+	if !m.ipam {
 		return nil
 	}
 	if st := g.failed.Load(); st != nil {
@@ -52,30 +73,34 @@ var ipamMethodPrefix = "/" + ipamv1.IPAM_ServiceDesc.ServiceName + "/"
 
 func (g *callGate) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 	start := time.Now()
-	if err = g.refuse(info.FullMethod); err == nil {
+	m := g.method(info.FullMethod)
+	if err = g.refuse(m); err == nil {
 		resp, err = handler(ctx, req)
 	}
-	g.done(info.FullMethod, err, start)
+	g.done(m, info.FullMethod, err, start)
 	return resp, err
 }
 
 func (g *callGate) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	start := time.Now()
-	if err = g.refuse(info.FullMethod); err == nil {
+	m := g.method(info.FullMethod)
+	if err = g.refuse(m); err == nil {
 		err = handler(srv, ss)
 	}
-	g.done(info.FullMethod, err, start)
+	g.done(m, info.FullMethod, err, start)
 	return err
 }
 
-func (g *callGate) done(method string, err error, start time.Time) {
+func (g *callGate) done(m *gatedMethod, fullMethod string, err error, start time.Time) {
 	code := status.Code(err)
-	g.metrics.observe(method, code, start)
+	m.latency.observe(code, time.Since(start))
 	switch code {
 	case codes.OK:
 	case codes.Internal, codes.Unavailable, codes.Unknown, codes.DataLoss:
-		g.log.Error("call failed", "method", method, "code", code.String(), "err", status.Convert(err).Message())
+		g.log.Error("call failed", "method", fullMethod, "code", code.String(), "err", status.Convert(err).Message())
 	default:
-		g.log.Debug("call refused", "method", method, "code", code.String(), "err", status.Convert(err).Message())
+		if g.log.Enabled(context.Background(), slog.LevelDebug) {
+			g.log.Debug("call refused", "method", fullMethod, "code", code.String(), "err", status.Convert(err).Message())
+		}
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,10 +57,34 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
 }
 
-// observe records the latency of one call.
-func (m *Metrics) observe(fullMethod string, code codes.Code, start time.Time) {
-	method := fullMethod[strings.LastIndexByte(fullMethod, '/')+1:]
-	m.rpc.WithLabelValues(method, code.String()).Observe(time.Since(start).Seconds())
+// rpcLatency returns the latency histograms of one gRPC method, named by
+// its full name (/package.Service/Method).
+func (m *Metrics) rpcLatency(fullMethod string) *rpcLatency {
+	return &rpcLatency{vec: m.rpc, method: fullMethod[strings.LastIndexByte(fullMethod, '/')+1:]}
+}
+
+// rpcLatency observes the latency of one method's calls by status code.
+// Each code's series is looked up in the vector on its first call only
+// (and so, as with WithLabelValues per call, exported once observed).
+type rpcLatency struct {
+	vec    *prometheus.HistogramVec
+	method string
+	byCode [codes.Unauthenticated + 1]atomic.Pointer[prometheus.Observer]
+}
+
+// observe records the latency of one call that ended with code.
+func (l *rpcLatency) observe(code codes.Code, d time.Duration) {
+	if int(code) >= len(l.byCode) {
+		l.vec.WithLabelValues(l.method, code.String()).Observe(d.Seconds())
+		return
+	}
+	o := l.byCode[code].Load()
+	if o == nil {
+		h := l.vec.WithLabelValues(l.method, code.String())
+		o = &h
+		l.byCode[code].Store(o)
+	}
+	(*o).Observe(d.Seconds())
 }
 
 // stateCollector computes the allocation and prefix gauges from the core

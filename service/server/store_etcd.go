@@ -17,7 +17,8 @@ var (
 	_ ipam.Committer = (*etcd.Store)(nil)
 )
 
-// openEtcdStore connects to the etcd cluster of cfg.EtcdEndpoints.
+// openEtcdStore connects to the etcd cluster of cfg.EtcdEndpoints; the
+// replicas snapshot the log every cfg.SnapshotEvery entries.
 func openEtcdStore(cfg Config, log *slog.Logger) (Store, error) {
 	if len(cfg.EtcdEndpoints) == 0 {
 		return nil, errors.New("store etcd: --etcd-endpoints is required")
@@ -26,7 +27,8 @@ func openEtcdStore(cfg Config, log *slog.Logger) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return etcd.Open(etcd.Options{Endpoints: cfg.EtcdEndpoints, Prefix: cfg.EtcdPrefix, TLS: tlsConf, Logger: log})
+	return etcd.Open(etcd.Options{Endpoints: cfg.EtcdEndpoints, Prefix: cfg.EtcdPrefix, TLS: tlsConf, Logger: log,
+		SnapshotEvery: cfg.SnapshotEvery})
 }
 
 // etcdTLS builds the TLS configuration of the etcd client from the

@@ -33,7 +33,7 @@ func main() {
 	flag.StringVar(&cfg.LogFormat, "log-format", "json", "log format: json or text")
 	flag.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	flag.BoolVar(&cfg.Demo, "demo", false, "seed the demo network instance vpc-1 when the state is empty")
-	flag.IntVar(&cfg.SnapshotEvery, "snapshot-every", 0, "snapshot the file store after this many changes (0: the store's default, <0: never)")
+	flag.IntVar(&cfg.SnapshotEvery, "snapshot-every", 0, "snapshot the store after this many changes (file: records, etcd: log entries; 0: the store's default, <0: never)")
 	flag.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long a graceful shutdown waits for in-flight calls")
 	flag.Parse()
 	if flag.NArg() > 0 {

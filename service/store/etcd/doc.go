@@ -24,7 +24,8 @@
 //     to Publish (the server's watch hub); entries at or below the applied
 //     revision (this replica's own) are skipped.
 //   - A commit still stale after the retries, or a replica that cannot reach
-//     etcd or follow its log, answers gRPC Unavailable: retry elsewhere.
+//     etcd or is reloading for longer than the catch-up allows, answers
+//     gRPC Unavailable: retry elsewhere.
 //
 // So every committed entry was decided on the state of all entries before
 // it: two replicas never hand out the same address or overlapping
@@ -33,7 +34,42 @@
 // for. Writes are serialized through the one head key (one transaction in
 // flight per replica); per-VRF heads would let VRFs commit in parallel.
 //
-// Not done yet: compaction (a snapshot key and deleting old log entries; the
-// log grows by one key per mutation and etcd's own revision history must
-// not be compacted below the oldest replica's watch).
+// # Snapshots and log truncation
+//
+// Keys under PREFIX: head (the last entry's sequence number), log/<seq>
+// (the entries after the snapshot), snapshot (the pointer: JSON {id, seq,
+// chunks, size, sha256}) and snapshots/<id>/<index> (the chunks of a
+// gzipped JSON array of the records ipam.Allocator.Snapshot returns).
+//
+//   - A replica whose commit makes the log reach a multiple of
+//     Options.SnapshotEvery entries (or 2×SnapshotEvery entries past the
+//     newest snapshot, should that replica have died) snapshots in the
+//     background: it reads the pointer, captures its allocator together
+//     with the sequence number it reflects, writes the chunks (each at
+//     most Options.SnapshotChunkBytes, below etcd's request limit) under
+//     a fresh id, then ONE transaction, guarded by the pointer's mod
+//     revision, puts the new pointer, deletes the log entries up to the
+//     snapshot's sequence number and the previous snapshot's chunks.
+//     Readers only trust the snapshot the pointer names, so chunks
+//     without a flip (a round that lost the compare or died) are ignored;
+//     a loser deletes its own chunks, and the winner deletes abandoned
+//     ones older than its snapshot.
+//   - The winner then compacts etcd's revision history up to the previous
+//     snapshot's pointer revision: no restore needs it, and only a watch
+//     more than a snapshot interval behind is cut (and reloads, below).
+//     Deleted keys free space in etcd once compacted; the file shrinks
+//     only after etcdctl defrag.
+//   - Restore reads, at one etcd revision, the pointer, its chunks (their
+//     count, size and sha256 are checked) and the log entries after it,
+//     which must follow each other up to the head.
+//   - A replica that falls behind (its watch gets ErrCompacted, an entry
+//     is missing or does not apply) reloads by itself: its commits wait,
+//     it loads as Restore does and replaces its allocator's state with
+//     ipam.Allocator.Reset; the journal given to Publish receives the
+//     difference (deletes of the objects that are gone, puts of those new
+//     or changed), then the watch resumes after the loaded revision.
+//
+// Not done: reads served by a replica that is reloading show its old
+// state until the reload ends; a snapshot is built in memory (its JSON
+// and gzip buffers) before it is written.
 package etcd

@@ -24,10 +24,14 @@ func TestErrorsReachClientsAsUnavailable(t *testing.T) {
 	if !errors.Is(undecided, ipam.ErrStale) || !errors.Is(undecided, context.DeadlineExceeded) {
 		t.Fatalf("%v does not wrap ipam.ErrStale and its cause", undecided)
 	}
+	reloading := &staleError{reloading: true}
+	if !errors.Is(reloading, ipam.ErrStale) {
+		t.Fatalf("%v does not wrap ipam.ErrStale", reloading)
+	}
 	// A store whose watch failed refuses commits and catch-ups.
 	s := &Store{advanced: make(chan struct{}), ctx: context.Background(), log: slog.New(slog.DiscardHandler)}
 	s.fail(errors.New("log compacted"))
-	for _, err := range []error{stale, undecided, s.Commit(nil), s.CatchUp(stale)} {
+	for _, err := range []error{stale, undecided, reloading, s.Commit(nil), s.CatchUp(stale)} {
 		if got := status.Code(err); got != codes.Unavailable {
 			t.Errorf("%v: code %v, want Unavailable", err, got)
 		}

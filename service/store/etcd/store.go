@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nephio-project/ipam/service/ipam"
@@ -27,6 +28,15 @@ const DefaultPrefix = "/ipam/"
 // Options.RequestTimeout is zero.
 const DefaultRequestTimeout = 5 * time.Second
 
+// DefaultSnapshotEvery is how many log entries a replica commits between
+// two snapshots when Options.SnapshotEvery is zero.
+const DefaultSnapshotEvery = 10000
+
+// DefaultSnapshotChunkBytes bounds one snapshot chunk when
+// Options.SnapshotChunkBytes is zero; etcd refuses requests larger than
+// its --max-request-bytes, 1.5 MiB by default.
+const DefaultSnapshotChunkBytes = 1 << 20
+
 // Options configure Open.
 type Options struct {
 	// Endpoints are the etcd client URLs.
@@ -39,29 +49,52 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Logger receives the store's logs (discarded if nil).
 	Logger *slog.Logger
+	// SnapshotEvery is how many log entries are committed between two
+	// snapshots (DefaultSnapshotEvery if 0). A snapshot truncates the log
+	// and compacts etcd's history to the previous snapshot. Negative: no
+	// automatic snapshot and no compaction (Snapshot still writes one).
+	SnapshotEvery int
+	// SnapshotChunkBytes bounds the value of one snapshot chunk key
+	// (DefaultSnapshotChunkBytes if 0); keep it below etcd's
+	// --max-request-bytes.
+	SnapshotChunkBytes int
 }
 
 // Store keeps the allocator's state in etcd, shared by several replicas;
 // see the package documentation. It implements ipam.Committer and
 // ipam.Journal.
 type Store struct {
-	cli     *clientv3.Client
-	head    string
-	logPfx  string
-	timeout time.Duration
-	log     *slog.Logger
-	ctx     context.Context
-	cancel  context.CancelFunc
-	watched chan struct{} // closed when the watch loop ends
+	cli        *clientv3.Client
+	head       string // PREFIX/head
+	logPfx     string // PREFIX/log/
+	pointer    string // PREFIX/snapshot
+	snapPfx    string // PREFIX/snapshots/
+	timeout    time.Duration
+	every      int // log entries between snapshots; <= 0: none automatic
+	chunkBytes int
+	log        *slog.Logger
+	ctx        context.Context
+	cancel     context.CancelFunc
+	watched    chan struct{}  // closed when the watch loop ends
+	snapping   atomic.Bool    // a background snapshot round runs
+	rounds     sync.WaitGroup // background snapshot rounds
+
+	// applyMu serializes what the watch does to the allocator (applying
+	// an entry, reloading) with snapshots, so that a snapshot's sequence
+	// number is exactly the state it captures.
+	applyMu sync.Mutex
 
 	// mu serializes commits and guards what follows; a commit holds it
 	// during its transaction, so the watch never races a commit's outcome.
-	mu       sync.Mutex
-	a        *ipam.Allocator
-	applied  int64         // mod revision of the head the allocator reflects (0: none)
-	seq      uint64        // sequence number of the last applied entry
-	advanced chan struct{} // closed and replaced whenever applied grows
-	failed   error         // the allocator can no longer follow etcd
+	mu        sync.Mutex
+	a         *ipam.Allocator
+	applied   int64         // mod revision of the head the allocator reflects (0: none)
+	seq       uint64        // sequence number of the last applied entry
+	snapSeq   uint64        // sequence number of the newest snapshot seen
+	reloading bool          // the allocator is being reloaded: commits wait
+	closed    bool          // Close was called: no new snapshot round
+	advanced  chan struct{} // closed and replaced whenever applied grows
+	failed    error         // the allocator can no longer follow etcd
 
 	publish ipam.Journal // receives other replicas' entries once applied (nil: none)
 }
@@ -69,14 +102,18 @@ type Store struct {
 // staleError is a refused or undecided commit: the allocator must reach
 // the head revision target (0: read it first) before trying again.
 type staleError struct {
-	target int64
-	cause  error
+	target    int64
+	cause     error
+	reloading bool // refused because the replica reloads its state
 }
 
 // Error describes the refusal.
 func (e *staleError) Error() string {
 	if e.cause != nil {
 		return "etcd: commit outcome unknown, catching up: " + e.cause.Error() + ": " + ipam.ErrStale.Error()
+	}
+	if e.reloading {
+		return "etcd: this replica is reloading its state from the snapshot and the log: " + ipam.ErrStale.Error()
 	}
 	return fmt.Sprintf("etcd: another replica committed first (head at revision %d): %s", e.target, ipam.ErrStale)
 }
@@ -124,9 +161,17 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store etcd: %w", err)
 	}
+	every := opts.SnapshotEvery
+	if every == 0 {
+		every = DefaultSnapshotEvery
+	}
+	chunk := opts.SnapshotChunkBytes
+	if chunk <= 0 {
+		chunk = DefaultSnapshotChunkBytes
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Store{cli: cli, head: prefix + "head", logPfx: prefix + "log/", timeout: timeout, log: log,
-		ctx: ctx, cancel: cancel, advanced: make(chan struct{})}, nil
+	return &Store{cli: cli, head: prefix + "head", logPfx: prefix + "log/", pointer: prefix + "snapshot", snapPfx: prefix + "snapshots/",
+		timeout: timeout, every: every, chunkBytes: chunk, log: log, ctx: ctx, cancel: cancel, advanced: make(chan struct{})}, nil
 }
 
 func (s *Store) logKey(seq uint64) string { return fmt.Sprintf("%s%020d", s.logPfx, seq) }
@@ -141,103 +186,129 @@ func (s *Store) seqOf(key []byte) (uint64, error) {
 // Restore.
 func (s *Store) Publish(j ipam.Journal) { s.publish = j }
 
-// Restore loads every log entry into a (a fresh allocator), then follows
-// the log with a watch until Close. a must use s as its Committer.
+// Restore loads the newest snapshot and the log entries after it into a
+// (a fresh allocator), then follows the log with a watch until Close. a
+// must use s as its Committer.
 func (s *Store) Restore(a *ipam.Allocator) error {
-	ctx, cancel := context.WithTimeout(s.ctx, 4*s.timeout)
-	defer cancel()
-	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.head), clientv3.OpGet(s.logPfx, clientv3.WithPrefix())).Commit()
+	st, err := s.load(s.ctx)
 	if err != nil {
-		return fmt.Errorf("store etcd: reading the log: %w", err)
+		return fmt.Errorf("store etcd: %w", err)
 	}
-	var seq uint64
-	var recs []ipam.Record
-	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
-		batch, err := decode(kv.Value)
-		if err != nil {
-			return fmt.Errorf("store etcd: %s: %w", kv.Key, err)
-		}
-		recs = append(recs, batch...)
-		if seq, err = s.seqOf(kv.Key); err != nil {
-			return fmt.Errorf("store etcd: %s: %w", kv.Key, err)
-		}
-	}
-	if err := a.Apply(recs); err != nil {
-		return fmt.Errorf("store etcd: replaying the log: %w", err)
-	}
-	var applied int64
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		applied = kvs[0].ModRevision
+	if err := a.Apply(st.recs); err != nil {
+		return fmt.Errorf("store etcd: replaying the snapshot and the log: %w", err)
 	}
 	s.mu.Lock()
-	s.a, s.applied, s.seq = a, applied, seq
+	s.a, s.applied, s.seq, s.snapSeq = a, st.headRev, st.seq, st.snapSeq
 	s.mu.Unlock()
 	s.watched = make(chan struct{})
-	go s.watch(resp.Header.Revision + 1)
-	s.log.Info("etcd: restored", "entries", len(resp.Responses[1].GetResponseRange().Kvs), "revision", applied)
+	go s.follow(st.rev + 1)
+	s.log.Info("etcd: restored", "snapshot_entry", st.snapSeq, "entries", st.entries, "revision", st.headRev)
 	return nil
 }
 
-// watch applies the log entries of other replicas from revision rev on.
-func (s *Store) watch(rev int64) {
+// errBehind says the allocator can no longer follow the log entry by
+// entry (etcd compacted the history its watch needs, an entry is missing
+// or does not apply): it must be reloaded.
+var errBehind = errors.New("this replica fell behind the log")
+
+// errPublish says the watch hub refused records: the replica stops.
+var errPublish = errors.New("publishing to watchers")
+
+// follow applies the log entries of other replicas from revision rev on,
+// and reloads the allocator whenever it falls behind.
+func (s *Store) follow(rev int64) {
 	defer close(s.watched)
+	var behind error
+	retry := 100 * time.Millisecond
 	for s.ctx.Err() == nil {
-		wch := s.cli.Watch(clientv3.WithRequireLeader(s.ctx), s.logPfx, clientv3.WithPrefix(), clientv3.WithRev(rev))
-		for wr := range wch {
-			if err := wr.Err(); err != nil {
-				if wr.CompactRevision != 0 {
-					s.fail(fmt.Errorf("store etcd: the log was compacted past revision %d this replica needs: %w", rev, err))
-					return
-				}
-				s.log.Warn("etcd: watch interrupted; resuming", "revision", rev, "err", err)
-				break
+		if behind != nil {
+			next, err := s.reload(behind)
+			if err == nil {
+				rev, behind, retry = next, nil, 100*time.Millisecond
+				continue
 			}
-			for _, ev := range wr.Events {
-				if ev.Type != mvccpb.PUT {
+			if errors.Is(err, errPublish) {
+				s.fail(err)
+				return
+			}
+			s.log.Warn("etcd: reloading failed; retrying", "err", err, "in", retry)
+		} else {
+			var err error
+			if rev, err = s.watch(rev); err != nil {
+				if errors.Is(err, errBehind) {
+					behind = err
 					continue
 				}
-				if err := s.applyEntry(ev.Kv); err != nil {
-					s.fail(err)
-					return
-				}
-				rev = ev.Kv.ModRevision + 1
+				s.fail(err)
+				return
 			}
 		}
 		select {
 		case <-s.ctx.Done():
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(retry):
+		}
+		if behind != nil {
+			retry = min(2*retry, 5*time.Second)
 		}
 	}
+}
+
+// watch applies log entries from revision rev on until the watch ends;
+// it returns the revision to go on from.
+func (s *Store) watch(rev int64) (int64, error) {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
+	defer cancel()
+	for wr := range s.cli.Watch(ctx, s.logPfx, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+		if err := wr.Err(); err != nil {
+			if wr.CompactRevision != 0 {
+				return rev, fmt.Errorf("%w: etcd compacted its history to revision %d, past revision %d the watch needs: %w",
+					errBehind, wr.CompactRevision, rev, err)
+			}
+			s.log.Warn("etcd: watch interrupted; resuming", "revision", rev, "err", err)
+			return rev, nil
+		}
+		for _, ev := range wr.Events {
+			if ev.Type != mvccpb.PUT { // truncation deletes entries
+				continue
+			}
+			if err := s.applyEntry(ev.Kv); err != nil {
+				return rev, err
+			}
+			rev = ev.Kv.ModRevision + 1
+		}
+	}
+	return rev, nil
 }
 
 // applyEntry applies one log entry unless the allocator already has it.
 func (s *Store) applyEntry(kv *mvccpb.KeyValue) error {
 	s.mu.Lock() // waits for a commit in flight, which may be this entry
-	a, skip := s.a, kv.ModRevision <= s.applied
+	a, skip, last := s.a, kv.ModRevision <= s.applied, s.seq
 	s.mu.Unlock()
 	if skip {
 		return nil
 	}
 	seq, err := s.seqOf(kv.Key)
 	if err != nil {
-		return fmt.Errorf("store etcd: %s: %w", kv.Key, err)
+		return fmt.Errorf("%w: %s: %w", errBehind, kv.Key, err)
+	}
+	if seq != last+1 {
+		return fmt.Errorf("%w: log entry %d follows entry %d", errBehind, seq, last)
 	}
 	recs, err := decode(kv.Value)
 	if err != nil {
-		return fmt.Errorf("store etcd: %s: %w", kv.Key, err)
+		return fmt.Errorf("%w: %s: %w", errBehind, kv.Key, err)
 	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
 	// No commit can succeed meanwhile: the head is past s.applied.
 	if err := a.Apply(recs); err != nil {
-		return fmt.Errorf("store etcd: applying %s: %w", kv.Key, err)
+		return fmt.Errorf("%w: applying %s: %w", errBehind, kv.Key, err)
 	}
 	// Before s.applied moves on, so that no later local change is
 	// published first.
-	if s.publish != nil {
-		if wait := s.publish.Append(recs); wait != nil {
-			if err := wait(); err != nil {
-				return fmt.Errorf("store etcd: publishing %s: %w", kv.Key, err)
-			}
-		}
+	if err := s.publishRecords(recs); err != nil {
+		return fmt.Errorf("store etcd: %s: %w", kv.Key, err)
 	}
 	s.mu.Lock()
 	s.applied, s.seq = kv.ModRevision, seq
@@ -245,6 +316,62 @@ func (s *Store) applyEntry(kv *mvccpb.KeyValue) error {
 	s.advanced = make(chan struct{})
 	s.mu.Unlock()
 	return nil
+}
+
+// publishRecords passes records to the journal given to Publish and
+// waits until it took them.
+func (s *Store) publishRecords(recs []ipam.Record) error {
+	if s.publish == nil || len(recs) == 0 {
+		return nil
+	}
+	if wait := s.publish.Append(recs); wait != nil {
+		if err := wait(); err != nil {
+			return fmt.Errorf("%w: %w", errPublish, err)
+		}
+	}
+	return nil
+}
+
+// reload replaces the allocator's state with the one etcd holds now (the
+// snapshot and the log after it) and returns the revision to watch from.
+// Commits of this replica wait meanwhile. Watchers (Publish) receive the
+// difference between the state before and after, as put and delete
+// records.
+func (s *Store) reload(why error) (int64, error) {
+	s.log.Warn("etcd: reloading from the snapshot and the log", "reason", why)
+	s.mu.Lock() // after the commit in flight, whose entry the load will see
+	s.reloading = true
+	s.mu.Unlock()
+	st, err := s.load(s.ctx)
+	if err != nil {
+		return 0, fmt.Errorf("store etcd: reloading: %w", err)
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	var before []ipam.Record
+	if s.publish != nil {
+		before = s.a.Snapshot(nil)
+	}
+	if err := s.a.Reset(st.recs); err != nil {
+		return 0, fmt.Errorf("store etcd: reloading: %w", err)
+	}
+	if s.publish != nil {
+		diff, err := changes(before, s.a.Snapshot(nil))
+		if err != nil {
+			return 0, fmt.Errorf("store etcd: reloading: %w: %w", errPublish, err)
+		}
+		if err := s.publishRecords(diff); err != nil {
+			return 0, fmt.Errorf("store etcd: reloading: %w", err)
+		}
+	}
+	s.mu.Lock()
+	s.applied, s.seq, s.reloading = st.headRev, st.seq, false
+	s.snapSeq = max(s.snapSeq, st.snapSeq)
+	close(s.advanced)
+	s.advanced = make(chan struct{})
+	s.mu.Unlock()
+	s.log.Info("etcd: reloaded", "snapshot_entry", st.snapSeq, "entries", st.entries, "revision", st.headRev)
+	return st.rev + 1, nil
 }
 
 // fail records that the allocator cannot follow etcd any more.
@@ -271,6 +398,9 @@ func (s *Store) Commit(recs []ipam.Record) error {
 	if s.failed != nil {
 		return &unavailableError{s.failed}
 	}
+	if s.reloading {
+		return &staleError{reloading: true}
+	}
 	next := s.seq + 1
 	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
 	defer cancel()
@@ -290,6 +420,9 @@ func (s *Store) Commit(recs []ipam.Record) error {
 		return &staleError{target: target}
 	}
 	s.applied, s.seq = resp.Header.Revision, next
+	if s.every > 0 && !s.closed && (next%uint64(s.every) == 0 || next-s.snapSeq >= 2*uint64(s.every)) {
+		s.startSnapshots()
+	}
 	return nil
 }
 
@@ -314,12 +447,12 @@ func (s *Store) CatchUp(err error) error {
 	}
 	for {
 		s.mu.Lock()
-		applied, failed, advanced := s.applied, s.failed, s.advanced
+		applied, failed, advanced, reloading := s.applied, s.failed, s.advanced, s.reloading
 		s.mu.Unlock()
 		if failed != nil {
 			return &unavailableError{failed}
 		}
-		if applied >= target {
+		if applied >= target && !reloading {
 			return nil
 		}
 		select {
@@ -342,9 +475,6 @@ func (s *Store) Append([]ipam.Record) func() error {
 	return nil
 }
 
-// Snapshot does nothing yet: compaction of the etcd log is future work.
-func (s *Store) Snapshot(*ipam.Allocator) error { return nil }
-
 // Applied returns the etcd revision of the head this replica has applied.
 func (s *Store) Applied() int64 {
 	s.mu.Lock()
@@ -352,9 +482,14 @@ func (s *Store) Applied() int64 {
 	return s.applied
 }
 
-// Close stops following the log and closes the etcd client.
+// Close stops following the log, stops a snapshot round and closes the
+// etcd client.
 func (s *Store) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	s.cancel()
+	s.rounds.Wait()
 	if s.watched != nil {
 		<-s.watched
 	}
