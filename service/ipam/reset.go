@@ -44,7 +44,11 @@ func (a *Allocator) Reset(recs []Record) error {
 		if src == nil {
 			src = fresh.owner(name) // empty
 		}
-		os.nis, os.prefixes, os.ranges, os.allocs = src.nis, src.prefixes, src.ranges, src.allocs
+		os.nis, os.prefixes, os.ranges, os.tables = src.nis, src.prefixes, src.ranges, src.tables
+		for v, tb := range os.tables {
+			delete(v.tables, src)
+			tb.os, v.tables[os] = os, tb
+		}
 	}
 	for name, os := range fresh.owners {
 		if a.owners[name] == nil {
