@@ -17,7 +17,8 @@ const MaxSyncItems = 100_000
 // addresses, each in key order so a package always gets the same result).
 func (a *Allocator) Sync(req SyncRequest) (SyncResult, error) {
 	req = withOwner(req)
-	if err := checkSyncRequest(req); err != nil {
+	byKey, err := checkSyncRequest(req)
+	if err != nil {
 		return SyncResult{}, err
 	}
 	var res SyncResult
@@ -27,13 +28,13 @@ func (a *Allocator) Sync(req SyncRequest) (SyncResult, error) {
 	os.mu.Lock()
 	m.global = len(req.NetworkInstances) > 0 || (req.Prune && len(os.nis) > 0)
 	os.mu.Unlock()
-	err := a.mutate(m, func(t *tx, os *ownerState) error {
+	err = a.mutate(m, func(t *tx, os *ownerState) error {
 		if !m.global && len(os.nis) > 0 && req.Prune {
 			// The owner gained a network instance since the check above.
 			return errf(ErrConflict, ObjNetworkInstance, Key{Owner: req.Owner}, "", "concurrent change of the owner's network instances; retry")
 		}
 		var err error
-		res, err = t.sync(os, req)
+		res, err = t.sync(os, req, byKey)
 		return err
 	})
 	if err != nil {
@@ -60,11 +61,12 @@ func withOwner(req SyncRequest) SyncRequest {
 	return req
 }
 
-// checkSyncRequest rejects oversized requests and duplicate keys.
-func checkSyncRequest(req SyncRequest) error {
+// checkSyncRequest rejects oversized requests and duplicate keys. It
+// returns the allocations' indices in key order.
+func checkSyncRequest(req SyncRequest) ([]int, error) {
 	n := len(req.NetworkInstances) + len(req.Prefixes) + len(req.Ranges) + len(req.Allocations)
 	if n > MaxSyncItems {
-		return errf(ErrInvalid, "Sync", Key{Name: req.Owner}, "", "%d objects exceed the limit of %d per request", n, MaxSyncItems)
+		return nil, errf(ErrInvalid, "Sync", Key{Name: req.Owner}, "", "%d objects exceed the limit of %d per request", n, MaxSyncItems)
 	}
 	var errs []error
 	dup := func(obj string, seen map[nsName]bool, k Key) {
@@ -85,14 +87,18 @@ func checkSyncRequest(req SyncRequest) error {
 	for _, x := range req.Ranges {
 		dup(ObjRange, seen, x.Key)
 	}
-	seen = make(map[nsName]bool, len(req.Allocations))
-	for _, x := range req.Allocations {
-		dup(ObjAllocation, seen, Key{Owner: req.Owner, Namespace: x.Key.Namespace, Name: x.Key.Name})
+	// Allocations, the bulk, are sorted by key instead: equal keys end
+	// up side by side.
+	byKey := keyOrder(req.Allocations)
+	for j := 1; j < len(byKey); j++ {
+		if a, b := req.Allocations[byKey[j-1]].Key, req.Allocations[byKey[j]].Key; a.Namespace == b.Namespace && a.Name == b.Name {
+			errs = append(errs, errf(ErrInvalid, ObjAllocation, Key{Owner: req.Owner, Namespace: b.Namespace, Name: b.Name}, "metadata.name", "appears twice in one request"))
+		}
 	}
 	if len(errs) > 0 {
-		return &SyncError{Errs: errs}
+		return nil, &SyncError{Errs: errs}
 	}
-	return nil
+	return byKey, nil
 }
 
 // syncVRFs lists the VRFs a Sync may touch: the ones it names and the ones
@@ -125,7 +131,8 @@ func syncVRFs(os *ownerState, req SyncRequest) []string {
 	return names
 }
 
-func (t *tx) sync(os *ownerState, req SyncRequest) (SyncResult, error) {
+// sync runs a checked request; byKey lists its allocations in key order.
+func (t *tx) sync(os *ownerState, req SyncRequest, byKey []int) (SyncResult, error) {
 	res := SyncResult{Prefixes: make([]Result, len(req.Prefixes)), Allocations: make([]Result, len(req.Allocations))}
 	n := len(req.NetworkInstances) + len(req.Prefixes) + len(req.Ranges) + len(req.Allocations)
 	t.recs = make([]Record, 0, n)
@@ -160,7 +167,7 @@ func (t *tx) sync(os *ownerState, req SyncRequest) (SyncResult, error) {
 			fail(u, r, err)
 		}
 	}
-	for _, i := range allocOrder(req.Allocations) {
+	for _, i := range allocOrder(req.Allocations, byKey) {
 		u, r := t.mark()
 		var err error
 		if res.Allocations[i], err = t.putAllocation(os, req.Allocations[i]); err != nil {
@@ -307,23 +314,29 @@ func prefixOrder(ps []Prefix) []int {
 	return idx
 }
 
-// allocOrder lists allocation indices: explicit prefixes first, then
-// sub-prefixes largest first, then addresses; ties in key order.
-func allocOrder(rs []Allocation) []int {
+// keyOrder lists allocation indices in key order. It is linear for a
+// request already in key order; equal keys sort side by side in no
+// particular order.
+func keyOrder(rs []Allocation) []int {
 	idx := make([]int, len(rs))
 	for i := range idx {
 		idx[i] = i
 	}
-	// Keys are distinct (checkSyncRequest), so an unstable sort decides
-	// the order; it is linear for a request already in key order.
 	slices.SortFunc(idx, func(i, j int) int {
 		if c := cmp.Compare(rs[i].Key.Namespace, rs[j].Key.Namespace); c != 0 {
 			return c
 		}
 		return cmp.Compare(rs[i].Key.Name, rs[j].Key.Name)
 	})
-	// Then a stable counting sort by group: 0 explicit, 1..128 a
-	// sub-prefix of that length, 129 addresses.
+	return idx
+}
+
+// allocOrder lists allocation indices: explicit prefixes first, then
+// sub-prefixes largest first, then addresses; ties in key order (byKey,
+// the indices in key order, whose keys are distinct).
+func allocOrder(rs []Allocation, byKey []int) []int {
+	// A stable counting sort by group: 0 explicit, 1..128 a sub-prefix of
+	// that length, 129 addresses.
 	const groups = 130
 	group := func(r *Allocation) int {
 		switch {
@@ -335,17 +348,17 @@ func allocOrder(rs []Allocation) []int {
 		return groups - 1
 	}
 	var start [groups + 1]int
-	for _, i := range idx {
+	for _, i := range byKey {
 		start[group(&rs[i])+1]++
 	}
-	if start[groups] == len(idx) {
-		return idx // addresses only
+	if start[groups] == len(byKey) {
+		return byKey // addresses only
 	}
 	for g := 1; g <= groups; g++ {
 		start[g] += start[g-1]
 	}
-	out := make([]int, len(idx))
-	for _, i := range idx {
+	out := make([]int, len(byKey))
+	for _, i := range byKey {
 		g := group(&rs[i])
 		out[start[g]] = i
 		start[g]++
