@@ -384,10 +384,13 @@ func (t *tx) placeAddress(spec *allocSpec, r Allocation) (allocRec, error) {
 }
 
 // addressCandidates returns the networks, static addresses and ranges an
-// address request may take from, in prefix order.
+// address request may take from, in prefix order. The VRF remembers the
+// last answer: the allocations of a package, or a controller's requests,
+// mostly share a selector.
 func (t *tx) addressCandidates(spec *allocSpec, r Allocation, single bool) []*entry {
-	v, c := spec.v, &t.sel
-	if c.v == v && c.gen == v.index.gen && c.kind == r.Kind && c.family == r.AddressFamily && c.single == single &&
+	v := spec.v
+	c := &v.sel
+	if c.cands != nil && c.gen == v.index.gen && c.kind == r.Kind && c.family == r.AddressFamily && c.single == single &&
 		(c.spec == spec || maps.Equal(c.selector, r.Selector)) {
 		c.spec = spec
 		return c.cands
@@ -407,7 +410,7 @@ func (t *tx) addressCandidates(spec *allocSpec, r Allocation, single bool) []*en
 			return !e.rng.node.entry.matches(tm)
 		}
 	})
-	*c = selCache{v: v, gen: v.index.gen, spec: spec, selector: r.Selector, kind: r.Kind, family: r.AddressFamily, single: single, cands: cands}
+	*c = selCache{gen: v.index.gen, spec: spec, selector: r.Selector, kind: r.Kind, family: r.AddressFamily, single: single, cands: cands}
 	return cands
 }
 

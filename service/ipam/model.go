@@ -24,6 +24,7 @@ type vrf struct {
 	// specs holds the shared specs of plain allocations (see spec.go).
 	specs    map[string]*allocSpec
 	lastSpec *allocSpec
+	sel      selCache // the last address selection
 }
 
 func newVRF(name string) *vrf {

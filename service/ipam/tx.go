@@ -27,9 +27,6 @@ type tx struct {
 	// found in; such nodes have no children, so one that contains an
 	// address is the node of that address.
 	bitmap *node
-	// sel caches the candidates of the last address selection: the
-	// allocations of one package mostly share a selector.
-	sel selCache
 	// slab backs the allocation records of a Sync.
 	slab []AllocationRecord
 }
@@ -37,10 +34,9 @@ type tx struct {
 // ownerVRF names the allocation table of an owner in a VRF.
 type ownerVRF struct{ owner, vrf string }
 
-// selCache is one cached selection; it is valid while the VRF's index has
-// not changed (gen).
+// selCache is the last address selection of a VRF; it is valid while the
+// VRF's index has not changed (gen).
 type selCache struct {
-	v        *vrf
 	gen      uint64
 	spec     *allocSpec // the last spec that hit: its selector is selector
 	selector Labels
