@@ -141,7 +141,8 @@ func (a *Allocator) mutateOnce(m mutation, f func(t *tx, os *ownerState) error) 
 	wait, err := func() (func() error, error) {
 		os.mu.Lock()
 		defer os.mu.Unlock()
-		t := &tx{a: a, global: m.global}
+		t := newTx(a, m.global)
+		defer t.free()
 		if m.global {
 			a.mu.Lock()
 			defer a.mu.Unlock()

@@ -147,7 +147,11 @@ func (a *Allocator) Apply(recs []Record) error {
 }
 
 func (t *tx) apply(r Record) error {
-	os := t.a.owner(r.Key.Owner)
+	os := t.owner
+	if os == nil || os.name != r.Key.Owner {
+		os = t.a.owner(r.Key.Owner)
+		t.owner = os
+	}
 	switch r.Op {
 	case OpPutNetworkInstance:
 		if r.NetworkInstance == nil {

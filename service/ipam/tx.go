@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 
 	"github.com/nephio-project/ipam/service/ipam/internal/addrset"
 	"github.com/nephio-project/ipam/service/ipam/internal/freespace"
@@ -23,12 +24,40 @@ type tx struct {
 	// expect says how many allocations Apply will put into the table of
 	// an owner and VRF; the table grows to hold them at its first put.
 	expect map[ownerVRF]int
+	// owner is the owner of the last record Apply applied.
+	owner *ownerState
 	// bitmap caches the last network or loopback node an address was
 	// found in; such nodes have no children, so one that contains an
 	// address is the node of that address.
 	bitmap *node
 	// slab backs the allocation records of a Sync.
 	slab []AllocationRecord
+}
+
+// txPool recycles the transactions of mutations with their undo logs.
+var txPool = sync.Pool{New: func() any { return new(tx) }}
+
+func newTx(a *Allocator, global bool) *tx {
+	t := txPool.Get().(*tx)
+	t.a, t.global = a, global
+	return t
+}
+
+// maxPooledUndo bounds the undo log a pooled transaction keeps (a big
+// Sync's goes to the collector).
+const maxPooledUndo = 64
+
+// free returns t to txPool once its mutation is over; its records now
+// belong to the journal and the committer.
+func (t *tx) free() {
+	undo := t.undo[:0]
+	if cap(undo) > maxPooledUndo {
+		undo = nil
+	}
+	clear(t.undo)
+	clear(t.locked)
+	*t = tx{undo: undo, locked: t.locked[:0]}
+	txPool.Put(t)
 }
 
 // ownerVRF names the allocation table of an owner in a VRF.
