@@ -143,28 +143,30 @@ func (t *allocTable) rec(i int) *allocRec { return &t.pages[i>>recPageBits][i&(r
 
 // push appends r.
 func (t *allocTable) push(r allocRec) {
-	if last := len(t.pages) - 1; last >= 0 && len(t.pages[last]) < recPage {
-		t.pages[last] = append(t.pages[last], r)
-	} else {
-		page := make([]allocRec, 0, recPage)
-		if last < 0 {
-			page = make([]allocRec, 0, 4)
-		}
-		t.pages = append(t.pages, append(page, r))
+	p := t.n >> recPageBits
+	switch {
+	case p < len(t.pages):
+		t.pages[p] = append(t.pages[p], r)
+	case p == 0:
+		t.pages = append(t.pages, append(make([]allocRec, 0, 4), r))
+	default:
+		t.pages = append(t.pages, append(make([]allocRec, 0, recPage), r))
 	}
 	t.n++
 }
 
-// pop removes the last record.
+// pop removes the last record. One empty page is kept, so that a table
+// whose size goes back and forth across a page boundary does not
+// allocate a page each time.
 func (t *allocTable) pop() {
-	last := len(t.pages) - 1
-	p := t.pages[last]
-	p[len(p)-1] = allocRec{}
-	if t.pages[last] = p[:len(p)-1]; len(t.pages[last]) == 0 && last > 0 {
-		t.pages[last] = nil
-		t.pages = t.pages[:last]
-	}
 	t.n--
+	p := t.pages[t.n>>recPageBits]
+	p[len(p)-1] = allocRec{}
+	t.pages[t.n>>recPageBits] = p[:len(p)-1]
+	if keep := t.n>>recPageBits + 2; len(t.pages) > keep {
+		t.pages[len(t.pages)-1] = nil
+		t.pages = t.pages[:len(t.pages)-1]
+	}
 }
 
 // A slot holds a record index (plus one) in its low indexBits and the top

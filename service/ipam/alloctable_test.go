@@ -158,3 +158,27 @@ func TestAllocationNameTooLong(t *testing.T) {
 	}
 	checkInvariants(t, a)
 }
+
+// TestAllocTablePageBoundary: a table whose size goes back and forth
+// across a page boundary keeps its pages instead of allocating one per
+// crossing.
+func TestAllocTablePageBoundary(t *testing.T) {
+	v := newVRF("v")
+	tb := &allocTable{os: &ownerState{name: "o"}, v: v}
+	s := &allocSpec{req: Allocation{Key: Key{Owner: "o", Namespace: "ns"}}, v: v}
+	for i := range recPage {
+		tb.put(fmt.Sprint("a", i), allocRec{spec: s})
+	}
+	tb.put("extra", allocRec{spec: s})
+	tb.del("ns", "extra")
+	allocs := testing.AllocsPerRun(100, func() {
+		tb.put("extra", allocRec{spec: s})
+		tb.del("ns", "extra")
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per crossing of the page boundary", allocs)
+	}
+	if len(tb.pages) != 2 || tb.len() != recPage {
+		t.Fatalf("%d pages for %d records", len(tb.pages), tb.len())
+	}
+}
