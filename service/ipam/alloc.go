@@ -175,10 +175,10 @@ func (t *tx) putAlloc(os *ownerState, name string, rec allocRec) {
 
 // tableFor returns the allocation table of os in v, making it if needed.
 func (t *tx) tableFor(os *ownerState, v *vrf) *allocTable {
-	tb := os.tables[v]
+	tb := os.table(v)
 	if tb == nil {
 		tb = &allocTable{os: os, v: v}
-		os.tables[v], v.tables[os] = tb, tb
+		link(tb)
 	}
 	if n := t.expect[ownerVRF{os.name, v.name}]; n > 0 {
 		delete(t.expect, ownerVRF{os.name, v.name})
@@ -189,7 +189,7 @@ func (t *tx) tableFor(os *ownerState, v *vrf) *allocTable {
 
 // checkRoom refuses a new allocation of os in v when its table is full.
 func checkRoom(os *ownerState, v *vrf, key Key) error {
-	if tb := os.tables[v]; tb != nil && tb.full() {
+	if tb := os.table(v); tb != nil && tb.full() {
 		return errf(ErrExhausted, ObjAllocation, key, "", "owner %q holds the most allocations one owner may hold in network instance %s (%d)", os.name, v.name, MaxTableAllocs)
 	}
 	return nil
@@ -210,8 +210,7 @@ func dropAlloc(tb *allocTable, ns, name string) bool {
 	if tb.len() > 0 {
 		return false
 	}
-	delete(tb.os.tables, tb.v)
-	delete(tb.v.tables, tb.os)
+	unlink(tb)
 	return true
 }
 

@@ -30,7 +30,29 @@ type ownerState struct {
 	nis      map[string]*niObj
 	prefixes map[nsName]*prefixObj
 	ranges   map[nsName]*rangeObj
-	tables   map[*vrf]*allocTable // its allocations, per VRF
+	tables   []*allocTable // its allocations, one table per VRF
+}
+
+// table returns the allocation table of os in v, or nil.
+func (os *ownerState) table(v *vrf) *allocTable {
+	for _, t := range os.tables {
+		if t.v == v {
+			return t
+		}
+	}
+	return nil
+}
+
+// link adds t to its owner's and its VRF's tables.
+func link(t *allocTable) {
+	t.os.tables = append(t.os.tables, t)
+	t.v.tables[t.os] = t
+}
+
+// unlink removes t from its owner's and its VRF's tables.
+func unlink(t *allocTable) {
+	t.os.tables = slices.DeleteFunc(t.os.tables, func(x *allocTable) bool { return x == t })
+	delete(t.v.tables, t.os)
 }
 
 // findAlloc returns the allocation ns/name of os and its table.
@@ -81,8 +103,7 @@ func (a *Allocator) owner(name string) *ownerState {
 	defer a.ownersMu.Unlock()
 	os := a.owners[name]
 	if os == nil {
-		os = &ownerState{name: name, nis: make(map[string]*niObj), prefixes: make(map[nsName]*prefixObj), ranges: make(map[nsName]*rangeObj),
-			tables: make(map[*vrf]*allocTable)}
+		os = &ownerState{name: name, nis: make(map[string]*niObj), prefixes: make(map[nsName]*prefixObj), ranges: make(map[nsName]*rangeObj)}
 		a.owners[name] = os
 	}
 	return os

@@ -25,6 +25,8 @@ type allocSpec struct {
 	// key in v.specs, empty when it is never interned.
 	refs int
 	key  string
+	// The pairs of req.Selector and req.Labels, to compare requests.
+	selector, labels []labelPair
 	// Placement of an own spec: exactly one is set.
 	host *hostEntry // a static address declared by an IPPrefix
 	pre  *preAlloc  // a pre-allocated address of a range

@@ -55,7 +55,7 @@ func TestAllocTableDifferential(t *testing.T) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			v := newVRF("v")
-			os := &ownerState{name: "o", tables: map[*vrf]*allocTable{}}
+			os := &ownerState{name: "o"}
 			tb := &allocTable{os: os, v: v}
 			specs := map[string]*allocSpec{}
 			spec := func(ns string) *allocSpec {

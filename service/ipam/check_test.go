@@ -156,8 +156,9 @@ func checkInvariants(t testing.TB, a *Allocator) {
 	// their users, and the owner and VRF maps agree.
 	refs := map[*allocSpec]int{}
 	for _, os := range a.owners {
-		for v, tb := range os.tables {
-			if tb.os != os || tb.v != v || v.tables[os] != tb {
+		for _, tb := range os.tables {
+			v := tb.v
+			if tb.os != os || os.table(v) != tb || v.tables[os] != tb {
 				t.Fatalf("owner %s: table of VRF %s is not linked both ways", os.name, v.name)
 			}
 			if tb.len() == 0 {
@@ -200,7 +201,7 @@ func checkInvariants(t testing.TB, a *Allocator) {
 	}
 	for _, v := range a.vrfs {
 		for os, tb := range v.tables {
-			if os.tables[v] != tb {
+			if os.table(v) != tb {
 				t.Fatalf("VRF %s: table of owner %s is not linked both ways", v.name, os.name)
 			}
 		}

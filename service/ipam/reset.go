@@ -45,9 +45,9 @@ func (a *Allocator) Reset(recs []Record) error {
 			src = fresh.owner(name) // empty
 		}
 		os.nis, os.prefixes, os.ranges, os.tables = src.nis, src.prefixes, src.ranges, src.tables
-		for v, tb := range os.tables {
-			delete(v.tables, src)
-			tb.os, v.tables[os] = os, tb
+		for _, tb := range os.tables {
+			delete(tb.v.tables, src)
+			tb.os, tb.v.tables[os] = os, tb
 		}
 	}
 	for name, os := range fresh.owners {

@@ -11,24 +11,43 @@ import (
 // whose request matches none of them gets a spec of its own.
 const maxSpecs = 4096
 
-// sameSpec reports whether two normalized requests ask for the same thing,
-// names aside.
-func sameSpec(a, b *Allocation) bool {
-	return a.Key.Owner == b.Key.Owner && a.Key.Namespace == b.Key.Namespace && a.NetworkInstance == b.NetworkInstance &&
-		a.Kind == b.Kind && a.PrefixLength == b.PrefixLength && a.Prefix == b.Prefix && a.AddressFamily == b.AddressFamily &&
-		a.Count == b.Count && sameLabels(a.Selector, b.Selector) && sameLabels(a.Labels, b.Labels)
+// asks reports whether the normalized request r asks for what the shared
+// spec s does, names aside.
+func (s *allocSpec) asks(r *Allocation) bool {
+	a := &s.req
+	return a.Key.Owner == r.Key.Owner && a.Key.Namespace == r.Key.Namespace && a.NetworkInstance == r.NetworkInstance &&
+		a.Kind == r.Kind && a.PrefixLength == r.PrefixLength && a.Prefix == r.Prefix && a.AddressFamily == r.AddressFamily &&
+		a.Count == r.Count && sameLabels(r.Selector, a.Selector, s.selector) && sameLabels(r.Labels, a.Labels, s.labels)
 }
 
-// sameLabels is maps.Equal, quick when both are one map (a decoder hands
-// Apply the same map for equal labels).
-func sameLabels(a, b Labels) bool {
-	if len(a) != len(b) {
+// sameLabels reports whether m holds exactly the pairs of l (whose pairs
+// are pairs). It looks m up rather than iterating it, and is quicker still
+// when m is l itself (a decoder hands Apply one map for equal labels).
+func sameLabels(m, l Labels, pairs []labelPair) bool {
+	if len(m) != len(pairs) {
 		return false
 	}
-	if len(a) == 0 || reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() {
+	if len(m) == 0 || reflect.ValueOf(m).UnsafePointer() == reflect.ValueOf(l).UnsafePointer() {
 		return true
 	}
-	return maps.Equal(a, b)
+	for _, p := range pairs {
+		if v, ok := m[p.k]; !ok || v != p.v {
+			return false
+		}
+	}
+	return true
+}
+
+// pairsOf lists the pairs of l.
+func pairsOf(l Labels) []labelPair {
+	if len(l) == 0 {
+		return nil
+	}
+	out := make([]labelPair, 0, len(l))
+	for k, v := range l {
+		out = append(out, labelPair{k, v})
+	}
+	return out
 }
 
 // sharedSpec returns a shared spec of v for the normalized request r (its
@@ -39,7 +58,7 @@ func sameLabels(a, b Labels) bool {
 //
 // With owned set the spec may keep r's maps (Apply owns its records).
 func (v *vrf) sharedSpec(r *Allocation, owned bool) *allocSpec {
-	if s := v.lastSpec; s != nil && sameSpec(&s.req, r) {
+	if s := v.lastSpec; s != nil && s.asks(r) {
 		return s
 	}
 	var key []byte
@@ -58,7 +77,7 @@ func (v *vrf) sharedSpec(r *Allocation, owned bool) *allocSpec {
 	default:
 		req.Selector, req.Labels = nilIfEmpty(r.Selector), nilIfEmpty(r.Labels)
 	}
-	s := &allocSpec{req: req, v: v, key: string(key)}
+	s := &allocSpec{req: req, v: v, key: string(key), selector: pairsOf(req.Selector), labels: pairsOf(req.Labels)}
 	v.lastSpec = s
 	return s
 }
@@ -108,7 +127,7 @@ func nilIfEmpty(l Labels) Labels {
 	return l
 }
 
-// specKey serializes every field sameSpec compares.
+// specKey serializes every field asks compares.
 func specKey(r *Allocation) []byte {
 	b := make([]byte, 0, 128)
 	str := func(s string) { b = strconv.AppendInt(b, int64(len(s)), 10); b = append(b, ':'); b = append(b, s...) }

@@ -125,8 +125,8 @@ func syncVRFs(os *ownerState, req SyncRequest) []string {
 	for _, o := range os.ranges {
 		names = append(names, o.v.name)
 	}
-	for v := range os.tables {
-		names = append(names, v.name)
+	for _, t := range os.tables {
+		names = append(names, t.v.name)
 	}
 	return names
 }

@@ -132,7 +132,7 @@ func (u *undoStep) run() {
 		}
 	case undoDelAlloc:
 		if u.flag {
-			u.tb.os.tables[u.tb.v], u.tb.v.tables[u.tb.os] = u.tb, u.tb
+			link(u.tb)
 		}
 		u.tb.put(u.name, u.rec)
 	}
