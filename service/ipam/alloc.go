@@ -9,14 +9,49 @@ import (
 // MaxBlock is the largest Count of one block allocation.
 const MaxBlock = 1 << 16
 
-// normalizeAlloc validates an allocation request and fills defaults.
-func normalizeAlloc(r Allocation) (Allocation, error) {
+// normalizeAlloc validates an allocation request and fills defaults in
+// place.
+func normalizeAlloc(r *Allocation) error {
+	if plainRequest(r) {
+		if r.Kind == "" {
+			r.Kind = KindNetwork
+		}
+		if sel := r.Selector[LabelNetworkInstance]; sel != "" {
+			r.NetworkInstance = sel
+		}
+		return nil
+	}
+	return checkAlloc(r)
+}
+
+// plainRequest reports whether r is a valid request of the common shape,
+// an address by selector, that needs no more than defaults; checkAlloc
+// decides every other request.
+func plainRequest(r *Allocation) bool {
+	switch r.Kind {
+	case "", KindNetwork, KindLoopback:
+	default:
+		return false
+	}
+	switch r.AddressFamily {
+	case "", IPv4, IPv6:
+	default:
+		return false
+	}
+	sel := r.Selector[LabelNetworkInstance]
+	return r.Key.Name != "" && len(r.Key.Name) <= MaxNameLen && !r.Prefix.IsValid() && r.PrefixLength == 0 && r.Count == 0 &&
+		(r.NetworkInstance != "" || sel != "") && (sel == "" || r.NetworkInstance == "" || r.NetworkInstance == sel)
+}
+
+// checkAlloc validates any allocation request and fills defaults in
+// place; its errors name the field at fault.
+func checkAlloc(r *Allocation) error {
 	k := r.Key
 	if k.Name == "" {
-		return r, errf(ErrInvalid, ObjAllocation, k, "metadata.name", "a name is required")
+		return errf(ErrInvalid, ObjAllocation, k, "metadata.name", "a name is required")
 	}
 	if len(k.Name) > MaxNameLen {
-		return r, errf(ErrInvalid, ObjAllocation, k, "metadata.name", "%d bytes exceed the limit of %d", len(k.Name), MaxNameLen)
+		return errf(ErrInvalid, ObjAllocation, k, "metadata.name", "%d bytes exceed the limit of %d", len(k.Name), MaxNameLen)
 	}
 	if r.Kind == "" {
 		r.Kind = KindNetwork
@@ -24,39 +59,39 @@ func normalizeAlloc(r Allocation) (Allocation, error) {
 	switch r.Kind {
 	case KindNetwork, KindPool, KindLoopback:
 	case KindAggregate:
-		return r, errf(ErrInvalid, ObjAllocation, k, "spec.kind", "aggregates are declared with an IPPrefix, not allocated")
+		return errf(ErrInvalid, ObjAllocation, k, "spec.kind", "aggregates are declared with an IPPrefix, not allocated")
 	default:
-		return r, errf(ErrInvalid, ObjAllocation, k, "spec.kind", "unknown kind %q (one of network, pool, loopback)", r.Kind)
+		return errf(ErrInvalid, ObjAllocation, k, "spec.kind", "unknown kind %q (one of network, pool, loopback)", r.Kind)
 	}
 	if sel := r.Selector[LabelNetworkInstance]; sel != "" {
 		if r.NetworkInstance != "" && r.NetworkInstance != sel {
-			return r, errf(ErrInvalid, ObjAllocation, k, "spec.selector", "%s=%s contradicts spec.networkInstance %s", LabelNetworkInstance, sel, r.NetworkInstance)
+			return errf(ErrInvalid, ObjAllocation, k, "spec.selector", "%s=%s contradicts spec.networkInstance %s", LabelNetworkInstance, sel, r.NetworkInstance)
 		}
 		r.NetworkInstance = sel
 	}
 	if r.NetworkInstance == "" {
-		return r, errf(ErrInvalid, ObjAllocation, k, "spec.networkInstance", "a network instance is required (or the selector label %s)", LabelNetworkInstance)
+		return errf(ErrInvalid, ObjAllocation, k, "spec.networkInstance", "a network instance is required (or the selector label %s)", LabelNetworkInstance)
 	}
 	switch r.AddressFamily {
 	case "", IPv4, IPv6:
 	default:
-		return r, errf(ErrInvalid, ObjAllocation, k, "spec.addressFamily", "unknown address family %q (ipv4 or ipv6)", r.AddressFamily)
+		return errf(ErrInvalid, ObjAllocation, k, "spec.addressFamily", "unknown address family %q (ipv4 or ipv6)", r.AddressFamily)
 	}
 	if r.Prefix.IsValid() {
 		if err := checkPrefixValue(r.Prefix, ObjAllocation, k, "spec.prefix"); err != nil {
-			return r, err
+			return err
 		}
 		f := familyOf(r.Prefix.Addr())
 		if r.AddressFamily != "" && r.AddressFamily != f {
-			return r, errf(ErrInvalid, ObjAllocation, k, "spec.addressFamily", "%s contradicts spec.prefix %s", r.AddressFamily, r.Prefix)
+			return errf(ErrInvalid, ObjAllocation, k, "spec.addressFamily", "%s contradicts spec.prefix %s", r.AddressFamily, r.Prefix)
 		}
 		r.AddressFamily = f
 		if r.PrefixLength != 0 && r.PrefixLength != r.Prefix.Bits() {
-			return r, errf(ErrInvalid, ObjAllocation, k, "spec.prefixLength", "%d contradicts spec.prefix %s", r.PrefixLength, r.Prefix)
+			return errf(ErrInvalid, ObjAllocation, k, "spec.prefixLength", "%d contradicts spec.prefix %s", r.PrefixLength, r.Prefix)
 		}
 		r.PrefixLength = 0
 		if r.Kind != KindNetwork && r.Prefix.Masked() != r.Prefix {
-			return r, errf(ErrInvalid, ObjAllocation, k, "spec.prefix", "%s has host bits set; a %s is written %s", r.Prefix, r.Kind, r.Prefix.Masked())
+			return errf(ErrInvalid, ObjAllocation, k, "spec.prefix", "%s has host bits set; a %s is written %s", r.Prefix, r.Kind, r.Prefix.Masked())
 		}
 	}
 	maxLen := 128
@@ -64,7 +99,7 @@ func normalizeAlloc(r Allocation) (Allocation, error) {
 		maxLen = 32
 	}
 	if r.PrefixLength < 0 || r.PrefixLength > maxLen {
-		return r, errf(ErrInvalid, ObjAllocation, k, "spec.prefixLength", "%d exceeds /%d", r.PrefixLength, maxLen)
+		return errf(ErrInvalid, ObjAllocation, k, "spec.prefixLength", "%d exceeds /%d", r.PrefixLength, maxLen)
 	}
 	if r.Kind == KindLoopback && (r.PrefixLength == 32 && r.AddressFamily != IPv6 || r.PrefixLength == 128) {
 		// A loopback address is a host prefix: the address mode of loopbacks.
@@ -75,18 +110,18 @@ func normalizeAlloc(r Allocation) (Allocation, error) {
 		r.PrefixLength = 0
 	}
 	if r.Kind == KindPool && r.PrefixLength == 0 && !r.Prefix.IsValid() {
-		return r, errf(ErrInvalid, ObjAllocation, k, "spec.prefixLength", "required for kind pool")
+		return errf(ErrInvalid, ObjAllocation, k, "spec.prefixLength", "required for kind pool")
 	}
 	if r.Count < 0 || r.Count > MaxBlock {
-		return r, errf(ErrInvalid, ObjAllocation, k, "spec.count", "%d is outside 0..%d", r.Count, MaxBlock)
+		return errf(ErrInvalid, ObjAllocation, k, "spec.count", "%d is outside 0..%d", r.Count, MaxBlock)
 	}
-	if r.Count > 1 && !addressMode(r) {
-		return r, errf(ErrInvalid, ObjAllocation, k, "spec.count", "blocks are made of addresses; drop spec.prefixLength or use kind network")
+	if r.Count > 1 && !addressMode(*r) {
+		return errf(ErrInvalid, ObjAllocation, k, "spec.count", "blocks are made of addresses; drop spec.prefixLength or use kind network")
 	}
 	if r.Count == 1 {
 		r.Count = 0
 	}
-	return r, nil
+	return nil
 }
 
 // addressMode reports whether r asks for addresses (from a network or
@@ -109,8 +144,7 @@ func sameAllocPlacement(a, b *Allocation) bool {
 // putAllocation allocates, keeps or re-allocates (rule 8) one request.
 func (t *tx) putAllocation(os *ownerState, r Allocation) (Result, error) {
 	r.Key.Owner = os.name
-	r, err := normalizeAlloc(r)
-	if err != nil {
+	if err := normalizeAlloc(&r); err != nil {
 		return Result{}, err
 	}
 	ns, name := r.Key.Namespace, r.Key.Name
@@ -123,7 +157,7 @@ func (t *tx) putAllocation(os *ownerState, r Allocation) (Result, error) {
 				if err := t.relabelAlloc(os, old, &r); err != nil {
 					return Result{}, err
 				}
-				t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: t.newAllocRecord(r, old.result())})
+				t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: t.newAllocRecord(&r, old.result())})
 			}
 			return old.result(), nil
 		}
@@ -141,9 +175,9 @@ func (t *tx) putAllocation(os *ownerState, r Allocation) (Result, error) {
 	r.Selector, r.Labels = spec.req.Selector, spec.req.Labels
 	var rec allocRec
 	if addressMode(r) {
-		rec, err = t.placeAddress(spec, r)
+		rec, err = t.placeAddress(spec, &r)
 	} else {
-		rec, err = t.placePrefix(spec, r)
+		rec, err = t.placePrefix(spec, &r)
 	}
 	if err != nil {
 		return Result{}, err
@@ -159,7 +193,7 @@ func (t *tx) putAllocation(os *ownerState, r Allocation) (Result, error) {
 	}
 	t.putAlloc(os, name, rec)
 	res := rec.result()
-	t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: t.newAllocRecord(r, res)})
+	t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: t.newAllocRecord(&r, res)})
 	return res, nil
 }
 
@@ -325,7 +359,7 @@ func (t *tx) claimPre(spec *allocSpec, name string, p *preAlloc) allocRec {
 // explicit address, a static host entry or pre-allocation its selector
 // picks, or the lowest free address(es) of the first matching network or
 // range (rules 5-7).
-func (t *tx) placeAddress(spec *allocSpec, r Allocation) (allocRec, error) {
+func (t *tx) placeAddress(spec *allocSpec, r *Allocation) (allocRec, error) {
 	v := spec.v
 	cnt := uint64(max(r.Count, 1))
 	if r.Prefix.IsValid() {
@@ -386,7 +420,7 @@ func (t *tx) placeAddress(spec *allocSpec, r Allocation) (allocRec, error) {
 // address request may take from, in prefix order. The VRF remembers the
 // last answer: the allocations of a package, or a controller's requests,
 // mostly share a selector.
-func (t *tx) addressCandidates(spec *allocSpec, r Allocation, single bool) []*entry {
+func (t *tx) addressCandidates(spec *allocSpec, r *Allocation, single bool) []*entry {
 	v := spec.v
 	c := &v.sel
 	if c.cands != nil && c.gen == v.index.gen && c.kind == r.Kind && c.family == r.AddressFamily && c.single == single &&
@@ -413,7 +447,7 @@ func (t *tx) addressCandidates(spec *allocSpec, r Allocation, single bool) []*en
 	return cands
 }
 
-func (t *tx) placeExactAddress(spec *allocSpec, r Allocation, cnt uint64) (allocRec, error) {
+func (t *tx) placeExactAddress(spec *allocSpec, r *Allocation, cnt uint64) (allocRec, error) {
 	v := spec.v
 	a := r.Prefix.Addr()
 	n := t.bitmapNodeFor(v, a)
@@ -453,7 +487,7 @@ func (t *tx) placeExactAddress(spec *allocSpec, r Allocation, cnt uint64) (alloc
 
 // placePrefix carves a sub-prefix: exactly spec.prefix, or the best fit of
 // spec.prefixLength in the first matching aggregate or pool (rule 5).
-func (t *tx) placePrefix(spec *allocSpec, r Allocation) (allocRec, error) {
+func (t *tx) placePrefix(spec *allocSpec, r *Allocation) (allocRec, error) {
 	v := spec.v
 	network := r.Labels[LabelNetworkName]
 	if r.Prefix.IsValid() {
@@ -509,9 +543,9 @@ func (t *tx) bindSub(spec *allocSpec, name string, n *node) allocRec {
 
 // placeRecorded re-places a recorded allocation at its recorded result,
 // without deciding anything (replay and restore).
-func (t *tx) placeRecorded(spec *allocSpec, r Allocation, res Result) (allocRec, error) {
+func (t *tx) placeRecorded(spec *allocSpec, r *Allocation, res Result) (allocRec, error) {
 	v := spec.v
-	if !addressMode(r) {
+	if !addressMode(*r) {
 		n, err := t.insertNode(v, res.Prefix, r.Kind, r.Labels[LabelNetworkName], r.Labels, ObjAllocation, r.Key)
 		if err != nil {
 			return allocRec{}, err

@@ -208,8 +208,8 @@ func expectedAllocs(recs []Record) map[ownerVRF]int {
 
 // putRecordedAllocation replaces an allocation with a recorded one.
 func (t *tx) putRecordedAllocation(os *ownerState, rec AllocationRecord) error {
-	r, err := normalizeAlloc(rec.Allocation)
-	if err != nil {
+	r := rec.Allocation
+	if err := normalizeAlloc(&r); err != nil {
 		return err
 	}
 	v, err := t.vrf(rec.Result.NetworkInstance, ObjAllocation, r.Key, "status")
@@ -240,7 +240,7 @@ func (t *tx) putRecordedAllocation(os *ownerState, rec AllocationRecord) error {
 		return checkRoom(os, v, r.Key)
 	}
 	spec := v.sharedSpec(&r, true)
-	placed, err := t.placeRecorded(spec, r, rec.Result)
+	placed, err := t.placeRecorded(spec, &r, rec.Result)
 	if err != nil {
 		return err
 	}

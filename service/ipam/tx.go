@@ -77,12 +77,12 @@ type selCache struct {
 
 // newAllocRecord returns a record for a journal entry, from the slab when
 // one is reserved.
-func (t *tx) newAllocRecord(r Allocation, res Result) *AllocationRecord {
+func (t *tx) newAllocRecord(r *Allocation, res Result) *AllocationRecord {
 	if len(t.slab) < cap(t.slab) {
-		t.slab = append(t.slab, AllocationRecord{Allocation: r, Result: res})
+		t.slab = append(t.slab, AllocationRecord{Allocation: *r, Result: res})
 		return &t.slab[len(t.slab)-1]
 	}
-	return &AllocationRecord{Allocation: r, Result: res}
+	return &AllocationRecord{Allocation: *r, Result: res}
 }
 
 // undoStep reverts one change. The frequent changes of allocations are
