@@ -203,6 +203,12 @@ func (t *tx) putAlloc(os *ownerState, name string, rec allocRec) {
 	prev, replaced := tb.put(name, rec)
 	if !replaced {
 		prev = allocRec{spec: rec.spec} // to delete it again: the namespace
+		if n := len(t.undo) - 1; n >= 0 && rec.node != nil && t.undo[n].op == undoHoldPlain && t.undo[n].rec.node == rec.node && t.undo[n].rec.off == rec.off {
+			// A new plain allocation: one step undoes its hold and its record.
+			u := &t.undo[n]
+			u.op, u.tb, u.name, u.rec.spec = undoNewPlain, tb, name, rec.spec
+			return
+		}
 	}
 	t.pushUndo(undoStep{op: undoPutAlloc, tb: tb, name: name, rec: prev, flag: replaced})
 }

@@ -14,11 +14,12 @@ import (
 // revert it; a failed item or batch runs the undo steps in reverse, which
 // leaves the core exactly as before.
 type tx struct {
-	a      *Allocator
-	locked []*vrf // the VRFs locked for it; nil with global: all (allocator-wide lock)
-	global bool
-	recs   []Record
-	undo   []undoStep
+	a       *Allocator
+	locked  []*vrf // the VRFs locked for it; nil with global: all (allocator-wide lock)
+	global  bool
+	recs    []Record
+	undo    []undoStep
+	undoFns []func() // the undoFunc steps' functions
 	// replay marks Apply: it journals nothing and keeps no undo log.
 	replay bool
 	// expect says how many allocations Apply will put into the table of
@@ -56,7 +57,12 @@ func (t *tx) free() {
 	}
 	clear(t.undo)
 	clear(t.locked)
-	*t = tx{undo: undo, locked: t.locked[:0]}
+	clear(t.undoFns)
+	fns := t.undoFns[:0]
+	if cap(fns) > maxPooledUndo {
+		fns = nil
+	}
+	*t = tx{undo: undo, undoFns: fns, locked: t.locked[:0]}
 	txPool.Put(t)
 }
 
@@ -86,18 +92,18 @@ func (t *tx) newAllocRecord(r *Allocation, res Result) *AllocationRecord {
 }
 
 // undoStep reverts one change. The frequent changes of allocations are
-// typed, so undoing them needs no closure; the rest run f.
+// typed, so undoing them needs no closure; the rest run a function of
+// tx.undoFns.
 type undoStep struct {
 	op   undoOp
-	flag bool // undoPutAlloc: rec was replaced; undoDelAlloc: tb was forgotten
-	f    func()
+	flag bool   // undoPutAlloc: rec was replaced; undoDelAlloc: tb was forgotten
+	cnt  uint32 // plain holds: the number of offsets; undoFunc: the index in undoFns
 	tb   *allocTable
 	name string
 	// undoPutAlloc: the replaced record, or one whose spec names the
 	// namespace; undoDelAlloc: the deleted record; plain holds: node and
-	// first offset.
+	// first offset; undoNewPlain: both.
 	rec allocRec
-	cnt uint64
 }
 
 type undoOp uint8
@@ -108,22 +114,20 @@ const (
 	undoFreePlain        // hold them again
 	undoPutAlloc         // put rec back into tb, or delete name
 	undoDelAlloc         // put rec back into tb (and tb into its maps)
+	undoNewPlain         // undoPutAlloc of a new record, then undoHoldPlain
 )
 
-func (u *undoStep) run() {
+func (t *tx) run(u *undoStep) {
 	switch u.op {
 	case undoFunc:
-		u.f()
+		// Steps are undone last first, so this is the last function.
+		t.undoFns[u.cnt]()
+		t.undoFns[u.cnt] = nil
+		t.undoFns = t.undoFns[:u.cnt]
 	case undoHoldPlain:
-		for i := range u.cnt {
-			u.rec.node.addrs.Remove(u.rec.off + i)
-		}
-		u.rec.node.plain--
+		freePlain(u.rec.node, u.rec.off, uint64(u.cnt))
 	case undoFreePlain:
-		for i := range u.cnt {
-			u.rec.node.addrs.Add(u.rec.off + i)
-		}
-		u.rec.node.plain++
+		holdPlain(u.rec.node, u.rec.off, uint64(u.cnt))
 	case undoPutAlloc:
 		if u.flag {
 			u.tb.put(u.name, u.rec)
@@ -135,12 +139,16 @@ func (u *undoStep) run() {
 			link(u.tb)
 		}
 		u.tb.put(u.name, u.rec)
+	case undoNewPlain:
+		dropAlloc(u.tb, u.rec.spec.req.Key.Namespace, u.name)
+		freePlain(u.rec.node, u.rec.off, uint64(u.cnt))
 	}
 }
 
 func (t *tx) onUndo(f func()) {
 	if !t.replay {
-		t.undo = append(t.undo, undoStep{f: f})
+		t.undo = append(t.undo, undoStep{op: undoFunc, cnt: uint32(len(t.undoFns))})
+		t.undoFns = append(t.undoFns, f)
 	}
 }
 
@@ -174,7 +182,7 @@ func (t *tx) mark() (int, int) { return len(t.undo), len(t.recs) }
 // rollbackTo undoes everything after the savepoint.
 func (t *tx) rollbackTo(u, r int) {
 	for i := len(t.undo) - 1; i >= u; i-- {
-		t.undo[i].run()
+		t.run(&t.undo[i])
 		t.undo[i] = undoStep{}
 	}
 	t.undo = t.undo[:u]
@@ -370,20 +378,28 @@ func (t *tx) unhold(n *node, off, cnt uint64) {
 // holdPlain marks offsets [off, off+cnt-1] of n as held by one plain
 // allocation.
 func (t *tx) holdPlain(n *node, off, cnt uint64) {
-	for i := range cnt {
-		n.addrs.Add(off + i)
-	}
-	n.plain++
-	t.pushUndo(undoStep{op: undoHoldPlain, rec: allocRec{node: n, off: off}, cnt: cnt})
+	holdPlain(n, off, cnt)
+	t.pushUndo(undoStep{op: undoHoldPlain, rec: allocRec{node: n, off: off}, cnt: uint32(cnt)})
 }
 
 // unholdPlain frees the offsets of a plain allocation.
 func (t *tx) unholdPlain(n *node, off, cnt uint64) {
+	freePlain(n, off, cnt)
+	t.pushUndo(undoStep{op: undoFreePlain, rec: allocRec{node: n, off: off}, cnt: uint32(cnt)})
+}
+
+func holdPlain(n *node, off, cnt uint64) {
+	for i := range cnt {
+		n.addrs.Add(off + i)
+	}
+	n.plain++
+}
+
+func freePlain(n *node, off, cnt uint64) {
 	for i := range cnt {
 		n.addrs.Remove(off + i)
 	}
 	n.plain--
-	t.pushUndo(undoStep{op: undoFreePlain, rec: allocRec{node: n, off: off}, cnt: cnt})
 }
 
 // nextFree returns the lowest free offset of n in [lo, hi] outside every
