@@ -240,6 +240,13 @@ func (t *tx) delAlloc(tb *allocTable, ns, name string) {
 	prev, _ := tb.get(ns, name)
 	rec := *prev
 	removed := dropAlloc(tb, ns, name)
+	if n := len(t.undo) - 1; n >= 0 && rec.node != nil && t.undo[n].op == undoFreePlain && t.undo[n].rec.node == rec.node && t.undo[n].rec.off == rec.off {
+		// A plain allocation released: one step restores its record and
+		// its hold.
+		u := &t.undo[n]
+		u.op, u.tb, u.name, u.rec, u.flag = undoDelPlain, tb, name, rec, removed
+		return
+	}
 	t.pushUndo(undoStep{op: undoDelAlloc, tb: tb, name: name, rec: rec, flag: removed})
 }
 

@@ -102,7 +102,7 @@ type undoStep struct {
 	name string
 	// undoPutAlloc: the replaced record, or one whose spec names the
 	// namespace; undoDelAlloc: the deleted record; plain holds: node and
-	// first offset; undoNewPlain: both.
+	// first offset; undoNewPlain and undoDelPlain: both.
 	rec allocRec
 }
 
@@ -115,6 +115,7 @@ const (
 	undoPutAlloc         // put rec back into tb, or delete name
 	undoDelAlloc         // put rec back into tb (and tb into its maps)
 	undoNewPlain         // undoPutAlloc of a new record, then undoHoldPlain
+	undoDelPlain         // undoDelAlloc, then undoFreePlain
 )
 
 func (t *tx) run(u *undoStep) {
@@ -142,6 +143,12 @@ func (t *tx) run(u *undoStep) {
 	case undoNewPlain:
 		dropAlloc(u.tb, u.rec.spec.req.Key.Namespace, u.name)
 		freePlain(u.rec.node, u.rec.off, uint64(u.cnt))
+	case undoDelPlain:
+		if u.flag {
+			link(u.tb)
+		}
+		u.tb.put(u.name, u.rec)
+		holdPlain(u.rec.node, u.rec.off, uint64(u.cnt))
 	}
 }
 
