@@ -1,6 +1,9 @@
 package ipam
 
-import "hash/maphash"
+import (
+	"encoding/binary"
+	"hash/maphash"
+)
 
 // Allocations are the bulk of the state (millions of addresses), so they
 // are not stored one Go object each. An owner's allocations in one VRF
@@ -41,6 +44,7 @@ type allocRec struct {
 	node *node
 	off  uint64
 	name nameRef
+	hash uint32 // of its namespace and name (hashKey)
 }
 
 // alloc is an allocation as read from its table.
@@ -85,41 +89,57 @@ func (r *allocRec) result() Result {
 // MaxNameLen is the longest allocation name the core stores.
 const MaxNameLen = 1<<16 - 1
 
-// nameRef locates a name in a nameArena.
+// nameRef locates a name in a nameArena: its chunk and the offset of its
+// length (a uvarint) there.
 type nameRef struct {
-	chunk uint32
+	chunk uint16
 	off   uint16
-	n     uint16
 }
 
-// nameArena stores names back to back in chunks that grow up to
-// maxChunk bytes. Stored bytes are never rewritten: compaction copies the
-// live names into new chunks.
+// nameArena stores names, each after its length, back to back in chunks
+// that grow up to maxChunk bytes (a longer name gets a chunk of its own).
 type nameArena struct {
 	chunks [][]byte
 	dead   int // bytes of deleted names
 }
 
-const maxChunk = 1 << 16
+const (
+	maxChunk = 1 << 16
+	// maxChunks bounds the chunks of an arena (their index is a uint16).
+	maxChunks = 1<<16 - 1
+)
 
 func addName[S ~string | ~[]byte](a *nameArena, name S) nameRef {
+	need := uvarintLen(len(name)) + len(name)
 	last := len(a.chunks) - 1
-	if last < 0 || len(a.chunks[last])+len(name) > cap(a.chunks[last]) {
+	if last < 0 || len(a.chunks[last])+need > cap(a.chunks[last]) {
 		size := 256
 		if last >= 0 {
 			size = min(2*cap(a.chunks[last]), maxChunk)
 		}
-		a.chunks = append(a.chunks, make([]byte, 0, max(size, len(name))))
+		a.chunks = append(a.chunks, make([]byte, 0, max(size, need)))
 		last++
 	}
 	c := a.chunks[last]
-	ref := nameRef{chunk: uint32(last), off: uint16(len(c)), n: uint16(len(name))}
+	ref := nameRef{chunk: uint16(last), off: uint16(len(c))}
+	c = binary.AppendUvarint(c, uint64(len(name)))
 	a.chunks[last] = append(c, name...)
 	return ref
 }
 
+func uvarintLen(n int) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
+}
+
+// bytes returns the name r locates.
 func (a *nameArena) bytes(r nameRef) []byte {
-	return a.chunks[r.chunk][int(r.off) : int(r.off)+int(r.n)]
+	c := a.chunks[r.chunk][r.off:]
+	n, k := binary.Uvarint(c)
+	return c[k : k+int(n)]
 }
 
 // allocTable holds the allocations of one owner in one VRF. The VRF's lock
@@ -172,7 +192,9 @@ func (t *allocTable) pop() {
 }
 
 // A slot holds a record index (plus one) in its low indexBits and the top
-// bits of the key's hash above them, so a probe rarely compares names.
+// bits of the key's hash above them, so a probe rarely compares names. A
+// key's home slot is its hash modulo the number of slots; records keep
+// their hash, so growing the index and deleting from it read no names.
 const (
 	indexBits = 25
 	indexMask = 1<<indexBits - 1
@@ -181,23 +203,17 @@ const (
 	MaxTableAllocs = indexMask - 1
 )
 
-func tagOf(h uint64) uint32 { return uint32(h>>(64-(32-indexBits))) << indexBits }
+func tagOf(h uint32) uint32 { return h &^ indexMask }
 
 var nameSeed = maphash.MakeSeed()
 
 // hashKey hashes a namespace and a name.
-func hashKey(ns, name string) uint64 { return mixNamespace(maphash.String(nameSeed, name), ns) }
-
-// hashKeyBytes hashes a namespace and a stored name like hashKey.
-func hashKeyBytes(ns string, name []byte) uint64 {
-	return mixNamespace(maphash.Bytes(nameSeed, name), ns)
-}
-
-func mixNamespace(h uint64, ns string) uint64 {
+func hashKey(ns, name string) uint32 {
+	h := maphash.String(nameSeed, name)
 	if ns != "" {
 		h ^= maphash.String(nameSeed, ns) * 0x9e3779b97f4a7c15
 	}
-	return h
+	return uint32(h ^ h>>32)
 }
 
 // len returns the number of allocations.
@@ -205,7 +221,7 @@ func (t *allocTable) len() int { return t.n }
 
 // find returns the slot holding (ns, name) whose hash is h, or the empty
 // slot where it would go (-1 when there are no slots).
-func (t *allocTable) find(ns, name string, h uint64) (slot int, found bool) {
+func (t *allocTable) find(ns, name string, h uint32) (slot int, found bool) {
 	if len(t.slots) == 0 {
 		return -1, false
 	}
@@ -220,7 +236,7 @@ func (t *allocTable) find(ns, name string, h uint64) (slot int, found bool) {
 			continue
 		}
 		r := t.rec(int(x&indexMask - 1))
-		if string(t.names.bytes(r.name)) == name && r.spec.req.Key.Namespace == ns {
+		if r.hash == h && string(t.names.bytes(r.name)) == name && r.spec.req.Key.Namespace == ns {
 			return s, true
 		}
 	}
@@ -269,7 +285,7 @@ func (t *allocTable) put(name string, r allocRec) (prev allocRec, replaced bool)
 			t.v.unref(old.spec)
 		}
 		prev = *old
-		r.name = old.name
+		r.name, r.hash = old.name, old.hash
 		*old = r
 		return prev, true
 	}
@@ -279,12 +295,12 @@ func (t *allocTable) put(name string, r allocRec) (prev allocRec, replaced bool)
 
 // insertAt adds the new allocation name, whose hash is h, at slot s that
 // find returned for it; r's spec is already counted.
-func (t *allocTable) insertAt(s int, h uint64, name string, r allocRec) {
+func (t *allocTable) insertAt(s int, h uint32, name string, r allocRec) {
 	if 4*(t.n+1) > 3*len(t.slots) {
 		t.rehash(tableSize(t.n + 1))
 		s, _ = t.find(r.spec.req.Key.Namespace, name, h)
 	}
-	r.name = addName(&t.names, name)
+	r.name, r.hash = addName(&t.names, name), h
 	t.push(r)
 	t.slots[s] = tagOf(h) | uint32(t.n)
 }
@@ -297,7 +313,7 @@ func (t *allocTable) grow(n int) {
 }
 
 // full reports whether the table cannot take one more allocation.
-func (t *allocTable) full() bool { return t.n >= MaxTableAllocs }
+func (t *allocTable) full() bool { return t.n >= MaxTableAllocs || len(t.names.chunks) >= maxChunks }
 
 // del deletes (ns, name) and reports whether it was there.
 func (t *allocTable) del(ns, name string) bool {
@@ -309,7 +325,8 @@ func (t *allocTable) del(ns, name string) bool {
 	if sp := t.rec(i).spec; !sp.own {
 		t.v.unref(sp)
 	}
-	t.names.dead += int(t.rec(i).name.n)
+	n := len(t.names.bytes(t.rec(i).name))
+	t.names.dead += uvarintLen(n) + n
 	t.deleteSlot(s)
 	// Move the last record into the hole.
 	last := t.n - 1
@@ -328,10 +345,7 @@ func (t *allocTable) del(ns, name string) bool {
 }
 
 // homeOf returns the home slot of record i.
-func (t *allocTable) homeOf(i int) int {
-	r := t.rec(i)
-	return int(hashKeyBytes(r.spec.req.Key.Namespace, t.names.bytes(r.name))) & (len(t.slots) - 1)
-}
+func (t *allocTable) homeOf(i int) int { return int(t.rec(i).hash) & (len(t.slots) - 1) }
 
 // slotOf returns the slot that points at record i.
 func (t *allocTable) slotOf(i int) int {
@@ -373,8 +387,7 @@ func (t *allocTable) rehash(size int) {
 	t.slots = make([]uint32, size)
 	mask := size - 1
 	for i := range t.n {
-		r := t.rec(i)
-		h := hashKeyBytes(r.spec.req.Key.Namespace, t.names.bytes(r.name))
+		h := t.rec(i).hash
 		s := int(h) & mask
 		for t.slots[s] != 0 {
 			s = (s + 1) & mask
