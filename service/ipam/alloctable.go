@@ -7,7 +7,7 @@ import (
 
 // Allocations are the bulk of the state (millions of addresses), so they
 // are not stored one Go object each. An owner's allocations in one VRF
-// live in an allocTable: a dense slice of 32-byte records, an
+// live in an allocTable: 32-byte records in fixed pages, an
 // open-addressing index of 4-byte slots keyed by (namespace, name), and a
 // name arena. What a record asked for is an allocSpec that the
 // allocations of one package share (interned per VRF); only a claimed

@@ -113,7 +113,7 @@ const (
 	undoHoldPlain        // free offsets [rec.off, rec.off+cnt-1] of rec.node
 	undoFreePlain        // hold them again
 	undoPutAlloc         // put rec back into tb, or delete name
-	undoDelAlloc         // put rec back into tb (and tb into its maps)
+	undoDelAlloc         // put rec back into tb (and link tb again when it was unlinked)
 	undoNewPlain         // undoPutAlloc of a new record, then undoHoldPlain
 	undoDelPlain         // undoDelAlloc, then undoFreePlain
 )
