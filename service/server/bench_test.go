@@ -36,16 +36,16 @@ var emptyService = grpc.ServiceDesc{
 	}},
 }
 
-// startEmptyServer serves emptyService on a loopback port, with the
-// transport options of server.Run.
-func startEmptyServer(b *testing.B) *grpc.ClientConn {
+// startBaseline serves what register registers on a loopback port, with
+// the transport options of server.Run, and dials it.
+func startBaseline(b *testing.B, register func(*grpc.Server)) *grpc.ClientConn {
 	b.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	gs := grpc.NewServer(grpc.MaxRecvMsgSize(server.MaxRecvMsgSize), grpc.NumStreamWorkers(server.StreamWorkers))
-	gs.RegisterService(&emptyService, struct{}{})
+	register(gs)
 	go gs.Serve(lis)
 	b.Cleanup(gs.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -104,26 +104,6 @@ func (emptyIPAM) Release(context.Context, *ipamv1.DeleteRequest) (*ipamv1.Delete
 	return &ipamv1.DeleteResponse{}, nil
 }
 
-// startEmptyIPAM serves emptyIPAM on a loopback port, with the transport
-// options of server.Run.
-func startEmptyIPAM(b *testing.B) ipamv1.IPAMClient {
-	b.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(server.MaxRecvMsgSize), grpc.NumStreamWorkers(server.StreamWorkers))
-	ipamv1.RegisterIPAMServer(gs, emptyIPAM{})
-	go gs.Serve(lis)
-	b.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { conn.Close() })
-	return ipamv1.NewIPAMClient(conn)
-}
-
 // BenchmarkW4Ratio measures gRPC Allocate and Release calls over loopback
 // with 8 in flight against the same calls (same requests, same transport
 // options) to a server whose handlers are empty, measured in the same run
@@ -160,8 +140,9 @@ func BenchmarkW4Ratio(b *testing.B) {
 			return err
 		}
 	}
-	ipam, emptyHandler := allocRelease(c), allocRelease(startEmptyIPAM(b))
-	emptyConn := startEmptyServer(b)
+	emptyIPAMConn := startBaseline(b, func(gs *grpc.Server) { ipamv1.RegisterIPAMServer(gs, emptyIPAM{}) })
+	ipam, emptyHandler := allocRelease(c), allocRelease(ipamv1.NewIPAMClient(emptyIPAMConn))
+	emptyConn := startBaseline(b, func(gs *grpc.Server) { gs.RegisterService(&emptyService, struct{}{}) })
 	emptyMessage := func(_, _ int) error {
 		return emptyConn.Invoke(ctx, "/bench.Empty/Call", &emptypb.Empty{}, new(emptypb.Empty))
 	}

@@ -12,6 +12,27 @@ import (
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
 
+// allocateRound has clients goroutines make perClient allocations each,
+// named after round, through conns (spread as client spreads them) and
+// returns how long they took.
+func allocateRound(b *testing.B, conns []ipamv1.IPAMClient, clients, perClient, round int) time.Duration {
+	cl := &client{conns: conns}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for g := range clients {
+		wg.Go(func() {
+			for i := range perClient {
+				if _, ok, err := cl.allocate(context.Background(), fmt.Sprintf("b%d-%d-%d", round, g, i), g+i); err != nil || !ok {
+					b.Errorf("allocate: %v (exhausted: %v)", err, !ok)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
 // BenchmarkEtcdVsFileDurableAllocs has 64 clients allocate addresses
 // through three replicas (and, for comparison, one) on a three-member etcd
 // (in-process servers, etcd members as processes, fsync on) and, in the
@@ -39,21 +60,7 @@ func benchEtcdVsFile(b *testing.B, replicas int) {
 	seed20(b, fileConns[0], "10.16.0.0/12")
 
 	run := func(conns []ipamv1.IPAMClient, round int) time.Duration {
-		cl := &client{conns: conns}
-		var wg sync.WaitGroup
-		start := time.Now()
-		for g := range clients {
-			wg.Go(func() {
-				for i := range perClient {
-					if _, ok, err := cl.allocate(context.Background(), fmt.Sprintf("b%d-%d-%d", round, g, i), g+i); err != nil || !ok {
-						b.Errorf("allocate: %v (exhausted: %v)", err, !ok)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		return time.Since(start)
+		return allocateRound(b, conns, clients, perClient, round)
 	}
 	// Every replica has caught up with the seed once it answers.
 	run(etcdConns, -1)
@@ -101,21 +108,7 @@ func BenchmarkEtcdSnapshots(b *testing.B) {
 		}
 	}
 	run := func(conns []ipamv1.IPAMClient, round int) time.Duration {
-		cl := &client{conns: conns}
-		var wg sync.WaitGroup
-		start := time.Now()
-		for g := range clients {
-			wg.Go(func() {
-				for i := range perClient {
-					if _, ok, err := cl.allocate(context.Background(), fmt.Sprintf("b%d-%d-%d", round, g, i), g+i); err != nil || !ok {
-						b.Errorf("allocate: %v (exhausted: %v)", err, !ok)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		return time.Since(start)
+		return allocateRound(b, conns, clients, perClient, round)
 	}
 	run(sides["on"], -1)
 	run(sides["off"], -1)
