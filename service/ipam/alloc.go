@@ -153,13 +153,7 @@ func (t *tx) putAllocation(os *ownerState, r Allocation) (Result, error) {
 	if oldRec != nil {
 		old = *oldRec
 		if sameAllocPlacement(&old.spec.req, &r) {
-			if !maps.Equal(old.spec.req.Labels, r.Labels) {
-				if err := t.relabelAlloc(os, old, &r); err != nil {
-					return Result{}, err
-				}
-				t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: t.newAllocRecord(&r, old.result())})
-			}
-			return old.result(), nil
+			return t.keepAllocation(os, old, &r)
 		}
 	}
 	v, err := t.vrf(r.NetworkInstance, ObjAllocation, r.Key, "spec.networkInstance")
@@ -193,8 +187,29 @@ func (t *tx) putAllocation(os *ownerState, r Allocation) (Result, error) {
 	}
 	t.putAlloc(os, name, rec)
 	res := rec.result()
-	t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: t.newAllocRecord(&r, res)})
+	t.recordAlloc(&r, res)
 	return res, nil
+}
+
+// keepAllocation answers a request that places like the allocation rec
+// it repeats: the same result, with new labels if they changed.
+func (t *tx) keepAllocation(os *ownerState, rec allocRec, r *Allocation) (Result, error) {
+	if !maps.Equal(rec.spec.req.Labels, r.Labels) {
+		if err := t.relabelAlloc(os, rec, r); err != nil {
+			return Result{}, err
+		}
+		t.recordAlloc(r, rec.result())
+	}
+	return rec.result(), nil
+}
+
+// recordAlloc records the put of allocation r with result res. It is not
+// inlined: its record temporaries would grow the frames of the hot paths
+// that call it (and with them the goroutine stacks that run them).
+//
+//go:noinline
+func (t *tx) recordAlloc(r *Allocation, res Result) {
+	t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: t.newAllocRecord(r, res)})
 }
 
 // putAlloc stores rec as the allocation name of os in rec's VRF.
@@ -380,9 +395,9 @@ func (t *tx) placeAddress(spec *allocSpec, r *Allocation) (allocRec, error) {
 	}
 	cands := t.addressCandidates(spec, r, cnt == 1)
 	if len(cands) == 0 {
-		return allocRec{}, errf(ErrNotFound, ObjAllocation, r.Key, "spec.selector", "selector %s matches no %s prefix in network instance %s", formatSelector(r.Selector), r.Kind, v.name)
+		return allocRec{}, noCandidate(r, v)
 	}
-	var conflict error
+	conflicts := false
 	for _, e := range cands {
 		switch {
 		case e.host != nil:
@@ -390,18 +405,12 @@ func (t *tx) placeAddress(spec *allocSpec, r *Allocation) (allocRec, error) {
 			if h.claim == nil || h.claim.req.Key == r.Key {
 				return t.claimHost(spec, r.Key.Name, h), nil
 			}
-			if conflict == nil {
-				conflict = errf(ErrConflict, ObjAllocation, r.Key, "spec.selector", "static address %s (%s %s) is already allocated to %s %s",
-					netip.PrefixFrom(h.addr, h.node.prefix.Bits()), ObjPrefix, h.obj.spec.Key, ObjAllocation, h.claim.req.Key)
-			}
+			conflicts = true
 		case e.rng != nil:
 			g := e.rng
 			if p := g.pre[r.Key.Name]; p != nil && cnt == 1 {
 				if p.claim != nil && p.claim.req.Key != r.Key {
-					if conflict == nil {
-						conflict = errf(ErrConflict, ObjAllocation, r.Key, "metadata.name", "the pre-allocated address %s of %s %s is already allocated to %s %s",
-							addOffset(g.node.prefix.Addr(), p.off), ObjRange, g.obj.spec.Key, ObjAllocation, p.claim.req.Key)
-					}
+					conflicts = true
 					continue
 				}
 				return t.claimPre(spec, r.Key.Name, p), nil
@@ -416,17 +425,45 @@ func (t *tx) placeAddress(spec *allocSpec, r *Allocation) (allocRec, error) {
 			}
 		}
 	}
-	if conflict != nil {
-		return allocRec{}, conflict
+	return allocRec{}, noFreeAddress(r, cands, cnt, conflicts)
+}
+
+// noCandidate is the error of an address request whose selector matches
+// nothing in v.
+func noCandidate(r *Allocation, v *vrf) error {
+	return errf(ErrNotFound, ObjAllocation, r.Key, "spec.selector", "selector %s matches no %s prefix in network instance %s", formatSelector(r.Selector), r.Kind, v.name)
+}
+
+// noFreeAddress is the error of an address request none of whose
+// candidates could serve it: the first conflict with a static address or
+// a pre-allocation held by another allocation, or exhaustion.
+func noFreeAddress(r *Allocation, cands []*entry, cnt uint64, conflicts bool) error {
+	for _, e := range cands {
+		if !conflicts {
+			break
+		}
+		switch {
+		case e.host != nil:
+			if h := e.host; h.claim != nil && h.claim.req.Key != r.Key {
+				return errf(ErrConflict, ObjAllocation, r.Key, "spec.selector", "static address %s (%s %s) is already allocated to %s %s",
+					netip.PrefixFrom(h.addr, h.node.prefix.Bits()), ObjPrefix, h.obj.spec.Key, ObjAllocation, h.claim.req.Key)
+			}
+		case e.rng != nil:
+			g := e.rng
+			if p := g.pre[r.Key.Name]; p != nil && cnt == 1 && p.claim != nil && p.claim.req.Key != r.Key {
+				return errf(ErrConflict, ObjAllocation, r.Key, "metadata.name", "the pre-allocated address %s of %s %s is already allocated to %s %s",
+					addOffset(g.node.prefix.Addr(), p.off), ObjRange, g.obj.spec.Key, ObjAllocation, p.claim.req.Key)
+			}
+		}
 	}
 	what := "address"
 	if cnt > 1 {
 		what = "block of " + strconv.FormatUint(cnt, 10) + " consecutive addresses"
 	}
 	if len(cands) == 1 && cands[0].node != nil {
-		return allocRec{}, errf(ErrExhausted, ObjAllocation, r.Key, "spec.selector", "no free %s left in %s %s", what, cands[0].node.kind, cands[0].node.prefix)
+		return errf(ErrExhausted, ObjAllocation, r.Key, "spec.selector", "no free %s left in %s %s", what, cands[0].node.kind, cands[0].node.prefix)
 	}
-	return allocRec{}, errf(ErrExhausted, ObjAllocation, r.Key, "spec.selector", "no free %s left in the %d prefixes and ranges matching %s", what, len(cands), formatSelector(r.Selector))
+	return errf(ErrExhausted, ObjAllocation, r.Key, "spec.selector", "no free %s left in the %d prefixes and ranges matching %s", what, len(cands), formatSelector(r.Selector))
 }
 
 // addressCandidates returns the networks, static addresses and ranges an
@@ -441,10 +478,18 @@ func (t *tx) addressCandidates(spec *allocSpec, r *Allocation, single bool) []*e
 		c.spec = spec
 		return c.cands
 	}
+	cands := matchAddressCandidates(v, r, single)
+	*c = selCache{gen: v.index.gen, spec: spec, selector: r.Selector, kind: r.Kind, family: r.AddressFamily, single: single, cands: cands}
+	return cands
+}
+
+// matchAddressCandidates asks v's label index for the candidates of an
+// address request.
+func matchAddressCandidates(v *vrf, r *Allocation, single bool) []*entry {
 	var buf [8]labelPair
 	tm := terms(buf[:0], r.Selector, labelPair{LabelNetworkInstance, v.name}, labelPair{LabelPrefixKind, string(r.Kind)},
 		labelPair{LabelAddressFamily, string(r.AddressFamily)})
-	cands := v.index.match(tm, func(e *entry) bool {
+	return v.index.match(tm, func(e *entry) bool {
 		switch {
 		case e.node != nil:
 			return e.node.isBitmap()
@@ -456,8 +501,6 @@ func (t *tx) addressCandidates(spec *allocSpec, r *Allocation, single bool) []*e
 			return !e.rng.node.entry.matches(tm)
 		}
 	})
-	*c = selCache{gen: v.index.gen, spec: spec, selector: r.Selector, kind: r.Kind, family: r.AddressFamily, single: single, cands: cands}
-	return cands
 }
 
 func (t *tx) placeExactAddress(spec *allocSpec, r *Allocation, cnt uint64) (allocRec, error) {

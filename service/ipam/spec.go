@@ -61,6 +61,11 @@ func (v *vrf) sharedSpec(r *Allocation, owned bool) *allocSpec {
 	if s := v.lastSpec; s != nil && s.asks(r) {
 		return s
 	}
+	return v.findSpec(r, owned)
+}
+
+// findSpec is sharedSpec past its last spec.
+func (v *vrf) findSpec(r *Allocation, owned bool) *allocSpec {
 	var key []byte
 	if !r.Prefix.IsValid() {
 		key = specKey(r)
