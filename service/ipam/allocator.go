@@ -206,10 +206,6 @@ func (a *Allocator) mutateOnce(m mutation, f func(t *tx, os *ownerState) error) 
 	return wait()
 }
 
-func vrfsOf(names ...string) func(*ownerState) []string {
-	return func(*ownerState) []string { return names }
-}
-
 // CreateNetworkInstance creates or updates a network instance.
 func (a *Allocator) CreateNetworkInstance(ni NetworkInstance) error {
 	return a.mutate(mutation{owner: ni.Key.Owner, global: true}, func(t *tx, os *ownerState) error {
