@@ -235,6 +235,9 @@ func (t *tx) tableFor(os *ownerState, v *vrf) *allocTable {
 		tb = &allocTable{os: os, v: v}
 		link(tb)
 	}
+	if len(t.expect) == 0 {
+		return tb
+	}
 	if n := t.expect[ownerVRF{os.name, v.name}]; n > 0 {
 		delete(t.expect, ownerVRF{os.name, v.name})
 		tb.grow(n)
