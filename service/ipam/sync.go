@@ -136,7 +136,7 @@ func (t *tx) sync(os *ownerState, req SyncRequest, byKey []int) (SyncResult, err
 	res := SyncResult{Prefixes: make([]Result, len(req.Prefixes)), Allocations: make([]Result, len(req.Allocations))}
 	n := len(req.NetworkInstances) + len(req.Prefixes) + len(req.Ranges) + len(req.Allocations)
 	t.recs = make([]Record, 0, n)
-	t.undo = make([]undoStep, 0, n)
+	t.undo = slices.Grow(t.undo[:0], n)
 	t.slab = make([]AllocationRecord, 0, len(req.Allocations))
 	var errs []error
 	// Each item runs on its own: a failed item is undone at once so the

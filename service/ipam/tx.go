@@ -44,9 +44,14 @@ func newTx(a *Allocator, global bool) *tx {
 	return t
 }
 
-// maxPooledUndo bounds the undo log a pooled transaction keeps (a big
-// Sync's goes to the collector).
-const maxPooledUndo = 64
+// maxPooledUndo bounds the undo log a pooled transaction keeps (2 MiB of
+// steps: the log of a Sync of tens of thousands of items is reused by the
+// next, not left to the collector; a bigger one is).
+const maxPooledUndo = 1 << 15
+
+// maxPooledFns bounds the closures of undo steps a pooled transaction
+// keeps room for.
+const maxPooledFns = 64
 
 // free returns t to txPool once its mutation is over; its records now
 // belong to the journal and the committer.
@@ -59,7 +64,7 @@ func (t *tx) free() {
 	clear(t.locked)
 	clear(t.undoFns)
 	fns := t.undoFns[:0]
-	if cap(fns) > maxPooledUndo {
+	if cap(fns) > maxPooledFns {
 		fns = nil
 	}
 	*t = tx{undo: undo, undoFns: fns, locked: t.locked[:0]}
