@@ -246,24 +246,29 @@ func undesiredAllocs(os *ownerState, desired []Allocation) []Key {
 	if len(os.tables) == 0 {
 		return nil
 	}
-	marks := make(map[*allocTable][]bool, len(os.tables))
-	for _, tb := range os.tables {
-		marks[tb] = make([]bool, tb.len())
+	marks := make([][]bool, len(os.tables))
+	total := 0
+	for i, tb := range os.tables {
+		marks[i] = make([]bool, tb.len())
+		total += tb.len()
 	}
 	for i := range desired {
 		k := &desired[i].Key
-		for tb, m := range marks {
+		for t, tb := range os.tables {
 			if j := tb.index(k.Namespace, k.Name); j >= 0 {
-				m[j] = true
+				if !marks[t][j] {
+					marks[t][j] = true
+					total--
+				}
 				break
 			}
 		}
 	}
-	var out []Key
-	for tb, m := range marks {
+	out := make([]Key, 0, total)
+	for t, m := range marks {
 		for j, want := range m {
 			if !want {
-				o := tb.at(j)
+				o := os.tables[t].at(j)
 				out = append(out, o.key())
 			}
 		}
