@@ -209,7 +209,22 @@ func (t *tx) keepAllocation(os *ownerState, rec allocRec, r *Allocation) (Result
 //
 //go:noinline
 func (t *tx) recordAlloc(r *Allocation, res Result) {
+	if cap(t.recs) == 0 && cap(t.slab) == 0 && !t.replay {
+		// The only record of a mutation (an Allocate): the record, its
+		// slice and its allocation in one object.
+		one := &oneAllocRecord{ar: AllocationRecord{Allocation: *r, Result: res}}
+		one.recs[0] = Record{Op: OpPutAllocation, Key: r.Key, Allocation: &one.ar}
+		t.recs = one.recs[:]
+		return
+	}
 	t.record(Record{Op: OpPutAllocation, Key: r.Key, Allocation: t.newAllocRecord(r, res)})
+}
+
+// oneAllocRecord backs the records of a mutation that puts one
+// allocation.
+type oneAllocRecord struct {
+	recs [1]Record
+	ar   AllocationRecord
 }
 
 // putAlloc stores rec as the allocation name of os in rec's VRF.

@@ -135,18 +135,36 @@ func (t *tx) vrf(name string, obj string, key Key, field string) (*vrf, error) {
 // mutation says what a mutation needs locked.
 type mutation struct {
 	owner  string
-	global bool                          // take the allocator-wide lock (VRF set changes)
-	vrfs   func(os *ownerState) []string // the VRFs it may touch (ignored when global)
+	global bool // take the allocator-wide lock (VRF set changes)
 }
 
-// mutate runs f under the locks m asks for, commits its records to the
+// mutator is what a mutation does.
+type mutator interface {
+	// vrfs lists the VRFs it may touch (not asked when global).
+	vrfs(os *ownerState) []string
+	// run makes the change.
+	run(t *tx, os *ownerState) error
+}
+
+// funcs is a mutator of two functions; vrfsOf may be nil for global
+// mutations.
+type funcs struct {
+	vrfsOf func(os *ownerState) []string
+	do     func(t *tx, os *ownerState) error
+}
+
+func (f *funcs) vrfs(os *ownerState) []string { return f.vrfsOf(os) }
+
+func (f *funcs) run(t *tx, os *ownerState) error { return f.do(t, os) }
+
+// mutate runs op under the locks m and op ask for, commits its records to the
 // committer and the journal or rolls it back, and waits until the records
 // are durable. A mutation the committer refuses with ErrStale is rolled
 // back and run again, after the committer caught up, at most
 // MaxStaleRetries times.
-func (a *Allocator) mutate(m mutation, f func(t *tx, os *ownerState) error) error {
+func (a *Allocator) mutate(m mutation, op mutator) error {
 	for attempt := 0; ; attempt++ {
-		err := a.mutateOnce(m, f)
+		err := a.mutateOnce(m, op)
 		if a.committer == nil || attempt >= MaxStaleRetries || !errors.Is(err, ErrStale) {
 			return err
 		}
@@ -157,7 +175,7 @@ func (a *Allocator) mutate(m mutation, f func(t *tx, os *ownerState) error) erro
 }
 
 // mutateOnce is one attempt of mutate.
-func (a *Allocator) mutateOnce(m mutation, f func(t *tx, os *ownerState) error) error {
+func (a *Allocator) mutateOnce(m mutation, op mutator) error {
 	os := a.owner(m.owner)
 	wait, err := func() (func() error, error) {
 		os.mu.Lock()
@@ -170,7 +188,7 @@ func (a *Allocator) mutateOnce(m mutation, f func(t *tx, os *ownerState) error) 
 		} else {
 			a.mu.RLock()
 			defer a.mu.RUnlock()
-			names := m.vrfs(os)
+			names := op.vrfs(os)
 			slices.Sort(names)
 			names = slices.Compact(names)
 			for _, n := range names {
@@ -185,7 +203,7 @@ func (a *Allocator) mutateOnce(m mutation, f func(t *tx, os *ownerState) error) 
 				}
 			}()
 		}
-		if err := f(t, os); err != nil {
+		if err := op.run(t, os); err != nil {
 			t.rollback()
 			return nil, err
 		}
@@ -208,104 +226,123 @@ func (a *Allocator) mutateOnce(m mutation, f func(t *tx, os *ownerState) error) 
 
 // CreateNetworkInstance creates or updates a network instance.
 func (a *Allocator) CreateNetworkInstance(ni NetworkInstance) error {
-	return a.mutate(mutation{owner: ni.Key.Owner, global: true}, func(t *tx, os *ownerState) error {
+	return a.mutate(mutation{owner: ni.Key.Owner, global: true}, &funcs{do: func(t *tx, os *ownerState) error {
 		return t.putNIOf(os, ni)
-	})
+	}})
 }
 
 // DeleteNetworkInstance deletes a network instance that holds no prefix
 // other than its own empty aggregates.
 func (a *Allocator) DeleteNetworkInstance(key Key) error {
-	return a.mutate(mutation{owner: key.Owner, global: true}, func(t *tx, os *ownerState) error {
+	return a.mutate(mutation{owner: key.Owner, global: true}, &funcs{do: func(t *tx, os *ownerState) error {
 		return t.deleteNIOf(os, key)
-	})
+	}})
 }
 
 // CreatePrefix creates or updates an IPPrefix and returns what it resolved
 // to (the prefix as written and its network's gateway).
 func (a *Allocator) CreatePrefix(p Prefix) (Result, error) {
 	var res Result
-	err := a.mutate(mutation{owner: p.Key.Owner, vrfs: func(os *ownerState) []string {
+	err := a.mutate(mutation{owner: p.Key.Owner}, &funcs{vrfsOf: func(os *ownerState) []string {
 		names := []string{p.NetworkInstance}
 		if old := os.prefixes[nsn(p.Key)]; old != nil {
 			names = append(names, old.v.name)
 		}
 		return names
-	}}, func(t *tx, os *ownerState) (err error) {
+	}, do: func(t *tx, os *ownerState) (err error) {
 		res, err = t.putPrefix(os, p)
 		return err
-	})
+	}})
 	return res, err
 }
 
 // DeletePrefix deletes an IPPrefix; a prefix with children or allocated
 // addresses is refused with ErrInUse (rule 9).
 func (a *Allocator) DeletePrefix(key Key) error {
-	return a.mutate(mutation{owner: key.Owner, vrfs: func(os *ownerState) []string {
+	return a.mutate(mutation{owner: key.Owner}, &funcs{vrfsOf: func(os *ownerState) []string {
 		if old := os.prefixes[nsn(key)]; old != nil {
 			return []string{old.v.name}
 		}
 		return nil
-	}}, func(t *tx, os *ownerState) error {
+	}, do: func(t *tx, os *ownerState) error {
 		return t.deletePrefix(os, key)
-	})
+	}})
 }
 
 // CreateRange creates or replaces an IP range.
 func (a *Allocator) CreateRange(r IPRange) error {
-	return a.mutate(mutation{owner: r.Key.Owner, vrfs: func(os *ownerState) []string {
+	return a.mutate(mutation{owner: r.Key.Owner}, &funcs{vrfsOf: func(os *ownerState) []string {
 		names := []string{r.NetworkInstance}
 		if old := os.ranges[nsn(r.Key)]; old != nil {
 			names = append(names, old.v.name)
 		}
 		return names
-	}}, func(t *tx, os *ownerState) error {
+	}, do: func(t *tx, os *ownerState) error {
 		return t.putRange(os, r)
-	})
+	}})
 }
 
 // DeleteRange deletes an IP range none of whose addresses is allocated.
 func (a *Allocator) DeleteRange(key Key) error {
-	return a.mutate(mutation{owner: key.Owner, vrfs: func(os *ownerState) []string {
+	return a.mutate(mutation{owner: key.Owner}, &funcs{vrfsOf: func(os *ownerState) []string {
 		if old := os.ranges[nsn(key)]; old != nil {
 			return []string{old.v.name}
 		}
 		return nil
-	}}, func(t *tx, os *ownerState) error {
+	}, do: func(t *tx, os *ownerState) error {
 		return t.deleteRange(os, key)
-	})
+	}})
 }
 
 // Allocate allocates an address, a block or a sub-prefix. The same request
 // again returns the same result; a changed request re-allocates (rule 8).
 func (a *Allocator) Allocate(r Allocation) (Result, error) {
-	var res Result
-	err := a.mutate(mutation{owner: r.Key.Owner, vrfs: func(os *ownerState) []string {
-		return allocVRFs(os, r)
-	}}, func(t *tx, os *ownerState) (err error) {
-		res, err = t.putAllocation(os, r)
-		return err
-	})
-	return res, err
+	op := &allocateOp{r: r}
+	err := a.mutate(mutation{owner: r.Key.Owner}, op)
+	return op.res, err
 }
 
-// allocVRFs lists the VRFs an allocation request may touch.
-func allocVRFs(os *ownerState, r Allocation) []string {
-	names := []string{r.NetworkInstance, r.Selector[LabelNetworkInstance]}
-	if t, _ := os.findAlloc(r.Key.Namespace, r.Key.Name); t != nil {
-		names = append(names, t.v.name)
+// allocateOp is the mutation of Allocate (one object instead of closures:
+// Allocate is the hot call of the controllers).
+type allocateOp struct {
+	r     Allocation
+	res   Result
+	names [3]string
+}
+
+// vrfs lists the VRFs an allocation request may touch: the one it names
+// and the one of its current allocation.
+func (o *allocateOp) vrfs(os *ownerState) []string {
+	o.names[0], o.names[1] = o.r.NetworkInstance, o.r.Selector[LabelNetworkInstance]
+	if t, _ := os.findAlloc(o.r.Key.Namespace, o.r.Key.Name); t != nil {
+		o.names[2] = t.v.name
+		return o.names[:3]
 	}
-	return names
+	return o.names[:2]
+}
+
+func (o *allocateOp) run(t *tx, os *ownerState) (err error) {
+	o.res, err = t.putAllocation(os, o.r)
+	return err
 }
 
 // Release releases an allocation (rule 9).
 func (a *Allocator) Release(key Key) error {
-	return a.mutate(mutation{owner: key.Owner, vrfs: func(os *ownerState) []string {
-		if t, _ := os.findAlloc(key.Namespace, key.Name); t != nil {
-			return []string{t.v.name}
-		}
-		return nil
-	}}, func(t *tx, os *ownerState) error {
-		return t.deleteAllocation(os, key)
-	})
+	return a.mutate(mutation{owner: key.Owner}, &releaseOp{key: key})
 }
+
+// releaseOp is the mutation of Release.
+type releaseOp struct {
+	key   Key
+	names [1]string
+}
+
+func (o *releaseOp) vrfs(os *ownerState) []string {
+	if t, _ := os.findAlloc(o.key.Namespace, o.key.Name); t != nil {
+		o.names[0] = t.v.name
+		return o.names[:]
+	}
+	return nil
+}
+
+func (o *releaseOp) run(t *tx, os *ownerState) error { return t.deleteAllocation(os, o.key) }

@@ -22,13 +22,13 @@ func (a *Allocator) Sync(req SyncRequest) (SyncResult, error) {
 		return SyncResult{}, err
 	}
 	var res SyncResult
-	m := mutation{owner: req.Owner, vrfs: func(os *ownerState) []string { return syncVRFs(os, req) }}
+	m := mutation{owner: req.Owner}
 	// Network instances change the VRF set: take the allocator-wide lock.
 	os := a.owner(req.Owner)
 	os.mu.Lock()
 	m.global = len(req.NetworkInstances) > 0 || (req.Prune && len(os.nis) > 0)
 	os.mu.Unlock()
-	err = a.mutate(m, func(t *tx, os *ownerState) error {
+	err = a.mutate(m, &funcs{vrfsOf: func(os *ownerState) []string { return syncVRFs(os, req) }, do: func(t *tx, os *ownerState) error {
 		if !m.global && len(os.nis) > 0 && req.Prune {
 			// The owner gained a network instance since the check above.
 			return errf(ErrConflict, ObjNetworkInstance, Key{Owner: req.Owner}, "", "concurrent change of the owner's network instances; retry")
@@ -36,7 +36,7 @@ func (a *Allocator) Sync(req SyncRequest) (SyncResult, error) {
 		var err error
 		res, err = t.sync(os, req, byKey)
 		return err
-	})
+	}})
 	if err != nil {
 		return SyncResult{}, err
 	}
