@@ -62,9 +62,9 @@ type cluster struct {
 	members []*member
 }
 
-// startCluster starts n etcd members on loopback and waits until the
-// cluster answers; they are killed when the test ends.
-func startCluster(t testing.TB, n int) *cluster {
+// startCluster starts n etcd members on loopback, with the extra flags,
+// and waits until the cluster answers; they are killed when the test ends.
+func startCluster(t testing.TB, n int, extra ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, bin: etcdBinary(t)}
 	base := t.TempDir()
@@ -82,6 +82,7 @@ func startCluster(t testing.TB, n int) *cluster {
 			"--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 			"--initial-cluster-token", "ipam-test", "--logger", "zap", "--log-level", "error"}
+		m.args = append(m.args, extra...)
 		c.members = append(c.members, m)
 		c.start(m)
 	}

@@ -8,8 +8,10 @@
 //     then, still under the mutation's VRF locks, Commit writes its records
 //     in ONE etcd transaction that compares the mod revision of the head
 //     key with the revision this replica has applied, and puts the head
-//     (the next sequence number) and a log entry (the records) under
-//     PREFIX/log/<sequence>. A Sync batch is one entry, so it is atomic.
+//     (the next sequence number) and a log entry (the records' JSON,
+//     gzipped past 1 KiB) under PREFIX/log/<sequence>. A Sync batch is one
+//     entry, so it is atomic; an entry over etcd's request limit is refused
+//     with InvalidArgument, not retried.
 //   - If the head moved (another replica committed first), the transaction
 //     puts nothing and the allocator rolls the mutation back (ipam.ErrStale);
 //     CatchUp waits until the watch has applied the head's revision, and the

@@ -1,11 +1,14 @@
 package etcd
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/nephio-project/ipam/service/ipam"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -389,7 +393,7 @@ func (s *Store) fail(err error) {
 // Commit implements ipam.Committer: one transaction puts the records as the
 // next log entry if no other replica committed since this one caught up.
 func (s *Store) Commit(recs []ipam.Record) error {
-	val, err := json.Marshal(recs)
+	val, err := encode(recs)
 	if err != nil {
 		return fmt.Errorf("store etcd: encoding: %w", err)
 	}
@@ -409,6 +413,9 @@ func (s *Store) Commit(recs []ipam.Record) error {
 		Then(clientv3.OpPut(s.head, strconv.FormatUint(next, 10)), clientv3.OpPut(s.logKey(next), string(val))).
 		Else(clientv3.OpGet(s.head)).
 		Commit()
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) {
+		return &tooLargeError{bytes: len(val), records: len(recs)}
+	}
 	if err != nil {
 		return &staleError{cause: err}
 	}
@@ -511,10 +518,63 @@ func (e *unavailableError) GRPCStatus() *status.Status {
 	return status.New(codes.Unavailable, e.err.Error())
 }
 
+// A log entry is the JSON of its records, gzipped when longer than
+// compressFrom bytes: an entry must fit etcd's request limit (1.5 MiB by
+// default), and the records of a Sync compress about tenfold.
+const compressFrom = 1 << 10
+
+func encode(recs []ipam.Record) ([]byte, error) {
+	b, err := json.Marshal(recs)
+	if err != nil || len(b) < compressFrom {
+		return b, err
+	}
+	var z bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&z, gzip.BestSpeed)
+	if _, err := zw.Write(b); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return z.Bytes(), nil
+}
+
+// decode reads a log entry, gzipped (it starts with gzip's magic bytes,
+// which JSON cannot) or not.
 func decode(b []byte) ([]ipam.Record, error) {
+	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("decoding: %w", err)
+		}
+		if b, err = io.ReadAll(zr); err != nil {
+			return nil, fmt.Errorf("decoding: %w", err)
+		}
+	}
 	var recs []ipam.Record
 	if err := json.Unmarshal(b, &recs); err != nil {
 		return nil, fmt.Errorf("decoding: %w", err)
 	}
 	return recs, nil
+}
+
+// tooLargeError is a change whose log entry etcd refuses as larger than
+// its request limit. Trying again cannot help: it is the caller's request
+// that is too large.
+type tooLargeError struct {
+	bytes, records int
+}
+
+// Error says what was refused and what to do.
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("store etcd: a change of %d records (%d bytes compressed) is larger than etcd's request limit: split it (fewer objects per package) or raise etcd's --max-request-bytes: %s",
+		e.records, e.bytes, ipam.ErrInvalid)
+}
+
+// Unwrap returns ipam.ErrInvalid.
+func (e *tooLargeError) Unwrap() error { return ipam.ErrInvalid }
+
+// GRPCStatus maps the refusal to codes.InvalidArgument.
+func (e *tooLargeError) GRPCStatus() *status.Status {
+	return status.New(codes.InvalidArgument, e.Error())
 }
