@@ -182,7 +182,7 @@ func (t *tx) putAllocation(os *ownerState, r Allocation) (Result, error) {
 			return Result{}, err
 		}
 		if oldTable.v != v {
-			t.delAlloc(oldTable, ns, name)
+			t.delAlloc(oldTable, name, old)
 		}
 	}
 	t.putAlloc(os, name, rec)
@@ -233,9 +233,8 @@ func (t *tx) putAlloc(os *ownerState, name string, rec allocRec) {
 	prev, replaced := tb.put(name, rec)
 	if !replaced {
 		prev = allocRec{spec: rec.spec} // to delete it again: the namespace
-		if n := len(t.undo) - 1; n >= 0 && rec.node != nil && t.undo[n].op == undoHoldPlain && t.undo[n].rec.node == rec.node && t.undo[n].rec.off == rec.off {
+		if u := t.lastPlainStep(undoHoldPlain, rec); u != nil {
 			// A new plain allocation: one step undoes its hold and its record.
-			u := &t.undo[n]
 			u.op, u.tb, u.name, u.rec.spec = undoNewPlain, tb, name, rec.spec
 			return
 		}
@@ -268,15 +267,25 @@ func checkRoom(os *ownerState, v *vrf, key Key) error {
 	return nil
 }
 
-// delAlloc deletes the allocation ns/name from tb.
-func (t *tx) delAlloc(tb *allocTable, ns, name string) {
-	prev, _ := tb.get(ns, name)
-	rec := *prev
-	removed := dropAlloc(tb, ns, name)
-	if n := len(t.undo) - 1; n >= 0 && rec.node != nil && t.undo[n].op == undoFreePlain && t.undo[n].rec.node == rec.node && t.undo[n].rec.off == rec.off {
+// lastPlainStep returns the last undo step if it is op (a plain hold or
+// free) of rec's placement, which the step of rec's record then absorbs.
+func (t *tx) lastPlainStep(op undoOp, rec allocRec) *undoStep {
+	n := len(t.undo) - 1
+	if n < 0 || rec.node == nil {
+		return nil
+	}
+	if u := &t.undo[n]; u.op == op && u.rec.node == rec.node && u.rec.off == rec.off {
+		return u
+	}
+	return nil
+}
+
+// delAlloc deletes the allocation name, whose record is rec, from tb.
+func (t *tx) delAlloc(tb *allocTable, name string, rec allocRec) {
+	removed := dropAlloc(tb, rec.spec.req.Key.Namespace, name)
+	if u := t.lastPlainStep(undoFreePlain, rec); u != nil {
 		// A plain allocation released: one step restores its record and
 		// its hold.
-		u := &t.undo[n]
 		u.op, u.tb, u.name, u.rec, u.flag = undoDelPlain, tb, name, rec, removed
 		return
 	}
@@ -306,7 +315,7 @@ func (t *tx) deleteAllocation(os *ownerState, key Key) error {
 	if err := t.releaseAlloc(*rec, key); err != nil {
 		return err
 	}
-	t.delAlloc(tb, key.Namespace, key.Name)
+	t.delAlloc(tb, key.Name, *rec)
 	t.record(Record{Op: OpDeleteAllocation, Key: key})
 	return nil
 }
