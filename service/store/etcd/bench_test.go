@@ -12,6 +12,25 @@ import (
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
 
+// compareRates has 64 clients make 8 allocations each through x, then
+// through y, in alternating rounds for as long as b.Loop asks, after one
+// round on each that waits for every replica to answer, and returns the
+// acknowledged allocations per second of each.
+func compareRates(b *testing.B, x, y []ipamv1.IPAMClient) (xRate, yRate float64) {
+	const clients, perClient = 64, 8
+	allocateRound(b, x, clients, perClient, -1)
+	allocateRound(b, y, clients, perClient, -1)
+	var xTime, yTime time.Duration
+	n, round := 0, 0
+	for b.Loop() {
+		xTime += allocateRound(b, x, clients, perClient, round)
+		yTime += allocateRound(b, y, clients, perClient, round)
+		n += clients * perClient
+		round++
+	}
+	return float64(n) / xTime.Seconds(), float64(n) / yTime.Seconds()
+}
+
 // allocateRound has clients goroutines make perClient allocations each,
 // named after round, through conns (spread as client spreads them) and
 // returns how long they took.
@@ -47,7 +66,6 @@ func BenchmarkEtcdVsFileDurableAllocs(b *testing.B) {
 }
 
 func benchEtcdVsFile(b *testing.B, replicas int) {
-	const clients, perClient = 64, 8
 	c := startCluster(b, 3)
 	var etcdConns []ipamv1.IPAMClient
 	for range replicas {
@@ -58,22 +76,7 @@ func benchEtcdVsFile(b *testing.B, replicas int) {
 	fs := servertest.Start(b, server.Config{Store: "file", DataDir: b.TempDir()}, false)
 	fileConns := []ipamv1.IPAMClient{fs.Client(b)}
 	seed20(b, fileConns[0], "10.16.0.0/12")
-
-	run := func(conns []ipamv1.IPAMClient, round int) time.Duration {
-		return allocateRound(b, conns, clients, perClient, round)
-	}
-	// Every replica has caught up with the seed once it answers.
-	run(etcdConns, -1)
-	run(fileConns, -1)
-	var etcdTime, fileTime time.Duration
-	n, round := 0, 0
-	for b.Loop() {
-		etcdTime += run(etcdConns, round)
-		fileTime += run(fileConns, round)
-		n += clients * perClient
-		round++
-	}
-	etcdRate, fileRate := float64(n)/etcdTime.Seconds(), float64(n)/fileTime.Seconds()
+	etcdRate, fileRate := compareRates(b, etcdConns, fileConns)
 	b.ReportMetric(etcdRate, "etcd-allocs/s")
 	b.ReportMetric(fileRate, "file-allocs/s")
 	b.ReportMetric(etcdRate/fileRate, "ratio")
@@ -87,7 +90,6 @@ func benchEtcdVsFile(b *testing.B, replicas int) {
 // allocations per second of each, their ratio (on over off), the log
 // keys each side has at the end and the size of the last snapshot.
 func BenchmarkEtcdSnapshots(b *testing.B) {
-	const clients, perClient = 64, 8
 	c := startCluster(b, 3)
 	cli := etcdClient(b, c.endpoints())
 	sides := map[string][]ipamv1.IPAMClient{}
@@ -107,20 +109,7 @@ func BenchmarkEtcdSnapshots(b *testing.B) {
 			}
 		}
 	}
-	run := func(conns []ipamv1.IPAMClient, round int) time.Duration {
-		return allocateRound(b, conns, clients, perClient, round)
-	}
-	run(sides["on"], -1)
-	run(sides["off"], -1)
-	var on, off time.Duration
-	n, round := 0, 0
-	for b.Loop() {
-		on += run(sides["on"], round)
-		off += run(sides["off"], round)
-		n += clients * perClient
-		round++
-	}
-	onRate, offRate := float64(n)/on.Seconds(), float64(n)/off.Seconds()
+	onRate, offRate := compareRates(b, sides["on"], sides["off"])
 	b.ReportMetric(onRate, "on-allocs/s")
 	b.ReportMetric(offRate, "off-allocs/s")
 	b.ReportMetric(onRate/offRate, "ratio")
