@@ -9,11 +9,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-)
 
-// maxMsgSize is the largest Sync response the function accepts; it matches
-// the server's request limit so the largest package it takes also comes back.
-const maxMsgSize = 64 << 20
+	"github.com/nephio-project/ipam/service/grpcopt"
+)
 
 // Dial returns a client connection to cfg.Server: TLS when any of the TLS
 // files is set, plaintext otherwise. It does not wait for the server; the
@@ -26,10 +24,9 @@ func Dial(cfg Config) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(cfg.Server,
+	conn, err := grpc.NewClient(cfg.Server, append(grpcopt.DialOptions(),
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
-		grpc.WithUserAgent("ipam-fn"))
+		grpc.WithUserAgent("ipam-fn"))...)
 	if err != nil {
 		return nil, fmt.Errorf("ipam-fn: ipam-server address %q: %w", cfg.Server, err)
 	}

@@ -25,6 +25,7 @@ import (
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/grpcopt"
 )
 
 // Name is the controller's name: the reporting controller of the events
@@ -91,7 +92,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, cfg.DialOptions...)
+	dial := append(append(grpcopt.DialOptions(), grpc.WithTransportCredentials(creds)), cfg.DialOptions...)
 	conn, err := grpc.NewClient(cfg.Server, dial...)
 	if err != nil {
 		return fmt.Errorf("ipam-server %s: %w", cfg.Server, err)

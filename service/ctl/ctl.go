@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/grpcopt"
 )
 
 // DefaultServer is the server address when neither --server nor
@@ -222,7 +223,7 @@ func dial(g globals) (*grpc.ClientConn, error) {
 		}
 		creds = credentials.NewTLS(tc)
 	}
-	conn, err := grpc.NewClient(g.server, grpc.WithTransportCredentials(creds))
+	conn, err := grpc.NewClient(g.server, append(grpcopt.DialOptions(), grpc.WithTransportCredentials(creds))...)
 	if err != nil {
 		return nil, fmt.Errorf("--server %s: %w", g.server, err)
 	}

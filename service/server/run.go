@@ -21,16 +21,9 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/grpcopt"
 	"github.com/nephio-project/ipam/service/ipam"
 )
-
-// MaxRecvMsgSize is the largest request the server accepts (64 MiB): a
-// Sync of ipam.MaxSyncItems allocations fits with room to spare.
-const MaxRecvMsgSize = 64 << 20
-
-// StreamWorkers is the number of goroutines that serve calls and are
-// reused between them (more concurrent calls get goroutines of their own).
-const StreamWorkers = 32
 
 // DefaultShutdownTimeout bounds how long a graceful shutdown waits for
 // in-flight calls before cutting them off.
@@ -226,14 +219,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	calls := &callGate{metrics: metrics, log: log}
 	unary := append([]grpc.UnaryServerInterceptor{calls.unary}, cfg.UnaryInterceptors...)
-	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
-		// Reused handler goroutines keep their grown stacks: a fresh
-		// goroutine per call spends a tenth of the call growing its stack.
-		grpc.NumStreamWorkers(StreamWorkers),
+	opts := append(grpcopt.ServerOptions(),
 		grpc.ChainUnaryInterceptor(unary...),
-		grpc.StreamInterceptor(calls.stream),
-	}
+		grpc.StreamInterceptor(calls.stream))
 	if tlsConf != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
 	}

@@ -16,6 +16,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/grpcopt"
 	"github.com/nephio-project/ipam/service/server"
 )
 
@@ -88,15 +89,16 @@ func (s *Server) Stop() error {
 	return s.err
 }
 
-// Dial connects to the server (plaintext unless opts say otherwise),
-// waits until its health service reports SERVING and closes the
-// connection when the test ends.
+// Dial connects to the server with the clients' transport options
+// (grpcopt.DialOptions), plaintext unless opts say otherwise, waits until
+// its health service reports SERVING and closes the connection when the
+// test ends.
 func (s *Server) Dial(t testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	if len(opts) == 0 {
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
-	conn, err := grpc.NewClient(s.Addr, opts...)
+	conn, err := grpc.NewClient(s.Addr, append(grpcopt.DialOptions(), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
