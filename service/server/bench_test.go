@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/grpcopt"
 	"github.com/nephio-project/ipam/service/server"
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
@@ -37,18 +38,19 @@ var emptyService = grpc.ServiceDesc{
 }
 
 // startBaseline serves what register registers on a loopback port, with
-// the transport options of server.Run, and dials it.
+// the transport options of server.Run, and dials it with those of the
+// IPAM clients.
 func startBaseline(b *testing.B, register func(*grpc.Server)) *grpc.ClientConn {
 	b.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(server.MaxRecvMsgSize), grpc.NumStreamWorkers(server.StreamWorkers))
+	gs := grpc.NewServer(grpcopt.ServerOptions()...)
 	register(gs)
 	go gs.Serve(lis)
 	b.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(lis.Addr().String(), append(grpcopt.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -107,14 +109,15 @@ func (emptyIPAM) Release(context.Context, *ipamv1.DeleteRequest) (*ipamv1.Delete
 // BenchmarkW4Ratio measures gRPC Allocate and Release calls over loopback
 // with 8 in flight against the same calls (same requests, same transport
 // options) to a server whose handlers are empty, measured in the same run
-// in alternating short rounds. "ratio" is the rate of the real calls as a
-// fraction of the empty-handler calls' (the median of the rounds' ratios,
-// so that bursts of other load on the machine do not decide it; DESIGN.md
-// W4 target ≥ 0.90): what the IPAM server adds to a call. "ratio-emptypb"
-// compares with a call of an empty message (google.protobuf.Empty) to an
-// empty handler, so it also counts encoding and decoding the IPAM
-// messages. "cpu-ratio" compares the CPU time the process (client and
-// servers) spent per call with the empty-handler calls'.
+// in alternating short rounds (in reverse order every other round).
+// "ratio" is the rate of the real calls as a fraction of the empty-handler
+// calls' (the median of the rounds' ratios, so that bursts of other load
+// on the machine do not decide it; DESIGN.md W4 target ≥ 0.90): what the
+// IPAM server adds to a call. "ratio-emptypb" compares with a call of an
+// empty message (google.protobuf.Empty) to an empty handler, so it also
+// counts encoding and decoding the IPAM messages. "cpu-ratio" compares the
+// CPU time the process (client and servers) spent per call with the
+// empty-handler calls'.
 func BenchmarkW4Ratio(b *testing.B) {
 	const inflight, calls = 8, 512
 	ts := servertest.Start(b, server.Config{}, false)
@@ -156,9 +159,14 @@ func BenchmarkW4Ratio(b *testing.B) {
 	var took, cpu [3]time.Duration
 	var ratios, ratiosPB []float64
 	n := 0
+	order := []int{0, 1, 2}
 	for b.Loop() {
+		// Every other round runs the phases in reverse order, so that
+		// neither side keeps inheriting the other's garbage or drift.
+		slices.Reverse(order)
 		var d [3]time.Duration
-		for p, f := range phases {
+		for _, p := range order {
+			f := phases[p]
 			c0 := cpuTime()
 			var err error
 			if d[p], err = parallel(inflight, calls, f); err != nil {
@@ -184,7 +192,8 @@ func BenchmarkW4Ratio(b *testing.B) {
 // acknowledged (durable) allocations per second (metric "allocs/s";
 // DESIGN.md W5 target ≥ 10,000). The clients share one connection
 // (conns=1, the goroutines of one controller or injector) or have one
-// each (conns=64, separate processes such as KRM function runs).
+// each (conns=64, separate processes such as KRM function runs); they dial
+// with grpcopt.DialOptions, as ipam-fn, the injector and the controllers do.
 func BenchmarkW5DurableAllocsPerSec(b *testing.B) {
 	for _, conns := range []int{1, 64} {
 		b.Run(fmt.Sprint("conns=", conns), func(b *testing.B) { benchDurableAllocs(b, 64, conns) })
