@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -296,6 +297,10 @@ func (l *Log) run() {
 	defer close(l.stopped)
 	for {
 		<-l.kick
+		// Let the goroutines that are ready to run go first: those about
+		// to enqueue join this group instead of waiting a whole fsync for
+		// the next one. With nothing else to run, this returns at once.
+		runtime.Gosched()
 		next := &group{buf: l.spareBuf, ends: l.spareEnds, done: make(chan struct{})}
 		l.mu.Lock()
 		g := l.cur
