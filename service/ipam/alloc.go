@@ -465,10 +465,25 @@ func noCandidate(r *Allocation, v *vrf) error {
 // candidates could serve it: the first conflict with a static address or
 // a pre-allocation held by another allocation, or exhaustion.
 func noFreeAddress(r *Allocation, cands []*entry, cnt uint64, conflicts bool) error {
-	for _, e := range cands {
-		if !conflicts {
-			break
+	if conflicts {
+		if err := firstConflict(r, cands, cnt); err != nil {
+			return err
 		}
+	}
+	what := "address"
+	if cnt > 1 {
+		what = "block of " + strconv.FormatUint(cnt, 10) + " consecutive addresses"
+	}
+	if len(cands) == 1 && cands[0].node != nil {
+		return errf(ErrExhausted, ObjAllocation, r.Key, "spec.selector", "no free %s left in %s %s", what, cands[0].node.kind, cands[0].node.prefix)
+	}
+	return errf(ErrExhausted, ObjAllocation, r.Key, "spec.selector", "no free %s left in the %d prefixes and ranges matching %s", what, len(cands), formatSelector(r.Selector))
+}
+
+// firstConflict is the error of the first candidate of r that another
+// allocation holds: a static address or r's pre-allocated address.
+func firstConflict(r *Allocation, cands []*entry, cnt uint64) error {
+	for _, e := range cands {
 		switch {
 		case e.host != nil:
 			if h := e.host; h.claim != nil && h.claim.req.Key != r.Key {
@@ -483,14 +498,7 @@ func noFreeAddress(r *Allocation, cands []*entry, cnt uint64, conflicts bool) er
 			}
 		}
 	}
-	what := "address"
-	if cnt > 1 {
-		what = "block of " + strconv.FormatUint(cnt, 10) + " consecutive addresses"
-	}
-	if len(cands) == 1 && cands[0].node != nil {
-		return errf(ErrExhausted, ObjAllocation, r.Key, "spec.selector", "no free %s left in %s %s", what, cands[0].node.kind, cands[0].node.prefix)
-	}
-	return errf(ErrExhausted, ObjAllocation, r.Key, "spec.selector", "no free %s left in the %d prefixes and ranges matching %s", what, len(cands), formatSelector(r.Selector))
+	return nil
 }
 
 // addressCandidates returns the networks, static addresses and ranges an
