@@ -128,7 +128,7 @@ func NewLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 			return nil, fmt.Errorf("log level %q: %w", level, err)
 		}
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: durationText}
 	switch format {
 	case "", "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
@@ -136,6 +136,15 @@ func NewLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("log format %q: unknown (json or text)", format)
+}
+
+// durationText writes durations as text ("1.2ms") in both formats; the
+// JSON handler would write integer nanoseconds.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // serverTLS loads the server certificate and, with a client CA, requires
@@ -276,7 +285,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
-	log.Info("ready", "network_instances", len(a.ListNetworkInstances(ipam.Filter{})), "restore_duration", restored.String())
+	log.Info("ready", "network_instances", len(a.ListNetworkInstances(ipam.Filter{})), "restore_duration", restored)
 	calls.ready.Store(true)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(ipamv1.IPAM_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -299,7 +308,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	select {
 	case <-stopped:
 	case <-time.After(timeout):
-		log.Warn("in-flight calls did not finish in time; cutting them off", "timeout", timeout.String())
+		log.Warn("in-flight calls did not finish in time; cutting them off", "timeout", timeout)
 		gs.Stop()
 		<-stopped
 	}

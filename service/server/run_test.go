@@ -384,3 +384,22 @@ func TestRestart(t *testing.T) {
 		t.Errorf("watch after restart got %v", got)
 	}
 }
+
+// TestLoggerDurations: both log formats write durations as text, so a
+// JSON line says "1.5ms" rather than 1500000.
+func TestLoggerDurations(t *testing.T) {
+	for _, tc := range []struct{ format, want string }{
+		{"json", `"took":"1.5ms"`},
+		{"text", `took=1.5ms`},
+	} {
+		var buf strings.Builder
+		log, err := server.NewLogger(tc.format, "", &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Info("done", "took", 1500*time.Microsecond)
+		if !strings.Contains(buf.String(), tc.want) {
+			t.Errorf("%s: %q lacks %s", tc.format, buf.String(), tc.want)
+		}
+	}
+}

@@ -191,7 +191,7 @@ func (s *Store) Restore(a *ipam.Allocator) error {
 		return fmt.Errorf("file store %s: restore: %w", s.dir, err)
 	}
 	s.lg.Info("restored", "dir", s.dir, "snapshotRecords", snapRecs, "logRecords", logRecs, "seq", s.log.Seq(),
-		"duration", time.Since(start).Round(time.Microsecond).String())
+		"duration", time.Since(start).Round(time.Microsecond))
 
 	s.mu.Lock()
 	s.alloc = a
@@ -301,7 +301,7 @@ func (s *Store) snapshot(a *ipam.Allocator) error {
 		return fmt.Errorf("file store %s: snapshot at %d: %w", s.dir, seq, err)
 	}
 	s.lg.Info("snapshot written", "dir", s.dir, "seq", seq, "records", len(recs),
-		"frozen", frozen.Round(time.Microsecond).String(), "duration", time.Since(start).Round(time.Microsecond).String())
+		"frozen", frozen.Round(time.Microsecond), "duration", time.Since(start).Round(time.Microsecond))
 	return nil
 }
 
