@@ -19,15 +19,22 @@ import (
 
 func main() {
 	var cfg injector.Config
-	flag.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster or $KUBECONFIG)")
-	flag.StringVar(&cfg.Server, "server", "", "ipam-server address, host:port (required)")
-	flag.StringVar(&cfg.Namespace, "namespace", "", "watch PackageRevisions in this namespace only (default: all)")
-	flag.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM file of the CA that signed ipam-server's certificate (enables TLS)")
-	flag.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM client certificate for mTLS")
-	flag.StringVar(&cfg.TLSKey, "tls-key", "", "PEM client key for mTLS")
-	flag.DurationVar(&cfg.Timeout, "timeout", 0, "bound of each ipam-server call (default 10s)")
-	flag.DurationVar(&cfg.GCInterval, "gc-interval", 0, "how often allocations of deleted packages are released (default 1m)")
-	flag.Parse()
+	// A FlagSet of its own: controller-runtime registers --kubeconfig on
+	// flag.CommandLine when it is imported.
+	fs := flag.NewFlagSet("ipam-injector", flag.ExitOnError)
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster or $KUBECONFIG)")
+	fs.StringVar(&cfg.Server, "server", "", "ipam-server address, host:port (required)")
+	fs.StringVar(&cfg.Namespace, "namespace", "", "watch PackageRevisions in this namespace only (default: all)")
+	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM file of the CA that signed ipam-server's certificate (enables TLS)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM client certificate for mTLS")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM client key for mTLS")
+	fs.DurationVar(&cfg.Timeout, "timeout", 0, "bound of each ipam-server call (default 10s)")
+	fs.DurationVar(&cfg.GCInterval, "gc-interval", 0, "how often allocations of deleted packages are released (default 1m)")
+	_ = fs.Parse(os.Args[1:])
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "ipam-injector: unexpected arguments %q\n", fs.Args())
+		os.Exit(2)
+	}
 	cfg.Logger = logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, nil))
 	ctrl.SetLogger(cfg.Logger)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

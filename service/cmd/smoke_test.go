@@ -1,0 +1,388 @@
+// Package cmd_test starts every binary the project ships, as a user would:
+// built with go build, run as a subprocess. A test that calls a package's
+// Run in process cannot catch a panic at flag registration or in main.
+package cmd_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// binaries are the shipped binaries and the flags their --help must name.
+// TestEveryBinaryIsCovered fails when a main package is not listed here.
+var binaries = map[string][]string{
+	"ipam-server":     {"listen", "data-dir", "store", "etcd-endpoints", "tls-cert", "tls-key", "client-ca", "metrics-addr"},
+	"ipamctl":         {"server"},
+	"ipam-fn":         {},
+	"ipam-controller": {"kubeconfig", "server", "tls-ca"},
+	"ipam-injector":   {"kubeconfig", "server", "namespace"},
+}
+
+// moduleRoot is the directory of go.mod.
+func moduleRoot(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out)))
+}
+
+// mainPackages lists the main packages the Makefile builds into bin/, as
+// paths relative to root: <component>/cmd/<binary> for service, functions
+// and injector.
+func mainPackages(t testing.TB, root string) []string {
+	t.Helper()
+	var pkgs []string
+	for _, comp := range []string{"service", "functions", "injector"} {
+		mains, err := filepath.Glob(filepath.Join(root, comp, "cmd", "*", "main.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mains {
+			rel, err := filepath.Rel(root, filepath.Dir(m))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pkgs = append(pkgs, filepath.ToSlash(rel))
+		}
+	}
+	slices.Sort(pkgs)
+	return pkgs
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// build builds every main package once, with one go build, into a
+// directory shared by the tests of this package.
+func build(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root := moduleRoot(t)
+		binDir, buildErr = os.MkdirTemp("", "ipam-smoke-bin-")
+		if buildErr != nil {
+			return
+		}
+		var pkgs []string
+		for _, p := range mainPackages(t, root) {
+			pkgs = append(pkgs, "./"+p)
+		}
+		cmd := exec.Command("go", append([]string{"build", "-o", binDir + "/"}, pkgs...)...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = errors.New("go build " + strings.Join(pkgs, " ") + ": " + err.Error() + "\n" + string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// TestEveryBinaryIsCovered: every main package under <component>/cmd is a
+// shipped binary, and this package starts each of them.
+func TestEveryBinaryIsCovered(t *testing.T) {
+	var got, want []string
+	for _, p := range mainPackages(t, moduleRoot(t)) {
+		got = append(got, path.Base(p))
+	}
+	slices.Sort(got)
+	for name := range binaries {
+		want = append(want, name)
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("main packages %v, smoke-tested binaries %v: add the new binary to `binaries` and start it in a test", got, want)
+	}
+}
+
+// TestHelp: `BIN --help` exits 0 and names the binary's key flags.
+func TestHelp(t *testing.T) {
+	dir := build(t)
+	for name, flags := range binaries {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, filepath.Join(dir, name), "--help").CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s --help: %v\n%s", name, err, out)
+			}
+			if bytes.Contains(out, []byte("panic")) {
+				t.Fatalf("%s --help panicked:\n%s", name, out)
+			}
+			for _, f := range flags {
+				if !bytes.Contains(out, []byte("-"+f)) {
+					t.Errorf("%s --help does not name -%s:\n%s", name, f, out)
+				}
+			}
+		})
+	}
+}
+
+// proc is a started binary whose combined output is collected.
+type proc struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	line chan string
+	done chan error
+}
+
+// start runs bin with args; its stderr and stdout lines go to p.out and,
+// until nobody reads them, to p.line.
+func start(t *testing.T, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin, args...), line: make(chan string, 1024), done: make(chan error, 1)}
+	r, w := io.Pipe()
+	p.cmd.Stdout, p.cmd.Stderr = w, w
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.out.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			select {
+			case p.line <- sc.Text():
+			default:
+			}
+		}
+	}()
+	go func() { err := p.cmd.Wait(); w.Close(); p.done <- err }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", filepath.Base(bin), p.output())
+		}
+	})
+	return p
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// waitLine returns the first line containing want, failing if the process
+// exits or the timeout passes first.
+func (p *proc) waitLine(t *testing.T, want string, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case l := <-p.line:
+			if strings.Contains(l, want) {
+				return l
+			}
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("%s exited (%v) before printing %q", p.cmd.Path, err, want)
+		case <-deadline:
+			t.Fatalf("%s printed no %q within %s", p.cmd.Path, want, timeout)
+		}
+	}
+}
+
+// stop sends SIGTERM and wants a clean exit 0.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if err != nil {
+			t.Fatalf("%s after SIGTERM: %v, want exit 0", filepath.Base(p.cmd.Path), err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not exit within 30s of SIGTERM", filepath.Base(p.cmd.Path))
+	}
+}
+
+// alive fails if the process exited, and waits d to see it stay up.
+func (p *proc) alive(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		t.Fatalf("%s exited (%v); want it to keep running", filepath.Base(p.cmd.Path), err)
+	case <-time.After(d):
+	}
+}
+
+// TestServerCtlFunction starts ipam-server with the demo VRF, lists it with
+// ipamctl, allocates with ipam-fn over a ResourceList on stdin, and stops
+// the server with SIGTERM.
+func TestServerCtlFunction(t *testing.T) {
+	dir := build(t)
+	srv := start(t, filepath.Join(dir, "ipam-server"), "--listen", "127.0.0.1:0",
+		"--data-dir", t.TempDir(), "--demo", "--log-format", "json")
+	var serving struct{ Addr string }
+	if err := json.Unmarshal([]byte(srv.waitLine(t, `"msg":"serving"`, 30*time.Second)), &serving); err != nil || serving.Addr == "" {
+		t.Fatalf("the serving line has no addr: %v", err)
+	}
+	srv.waitLine(t, `"msg":"ready"`, 30*time.Second)
+
+	out, err := exec.Command(filepath.Join(dir, "ipamctl"), "--server", serving.Addr, "vrf", "list").CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("vpc-1")) {
+		t.Fatalf("ipamctl vrf list: %v\n%s", err, out)
+	}
+
+	fn := exec.Command(filepath.Join(dir, "ipam-fn"))
+	fn.Stdin = strings.NewReader(`apiVersion: config.kubernetes.io/v1
+kind: ResourceList
+functionConfig:
+  apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: ipam-fn-config}
+  data: {server: "` + serving.Addr + `", owner: smoke}
+items:
+- apiVersion: ipam.nephio.org/v1alpha1
+  kind: IPAllocation
+  metadata:
+    name: alloc1
+    namespace: default
+    annotations: {config.kubernetes.io/path: alloc1.yaml}
+  spec:
+    kind: network
+    selector:
+      matchLabels:
+        nephio.org/network-instance: vpc-1
+        nephio.org/network-name: net1
+`)
+	out, err = fn.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("prefix: 10.0.1.2/24")) {
+		t.Fatalf("ipam-fn: %v, want status.prefix 10.0.1.2/24\n%s", err, out)
+	}
+	srv.stop(t)
+}
+
+// kubeconfig starts a real kube-apiserver + etcd (envtest) with the ipam
+// CRDs and writes a kubeconfig file for it.
+func kubeconfig(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("SKIPPED: KUBEBUILDER_ASSETS is not set (make test sets it after `make testbin` builds etcd and kube-apiserver)")
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(moduleRoot(t), "api", "ipam", "v1alpha1", "crds")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("envtest: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
+	kc.CurrentContext = "envtest"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestControllerAndInjector start ipam-controller and ipam-injector against
+// a real API server and ipam-server: both come up, stay up and exit 0 on
+// SIGTERM. The API server has no Porch: the injector waits for the
+// PackageRevision API (it logs that it cannot list them) without exiting.
+func TestControllerAndInjector(t *testing.T) {
+	dir := build(t)
+	kc := kubeconfig(t)
+	srv := start(t, filepath.Join(dir, "ipam-server"), "--listen", "127.0.0.1:0", "--data-dir", t.TempDir())
+	var serving struct{ Addr string }
+	if err := json.Unmarshal([]byte(srv.waitLine(t, `"msg":"serving"`, 30*time.Second)), &serving); err != nil {
+		t.Fatal(err)
+	}
+	srv.waitLine(t, `"msg":"ready"`, 30*time.Second)
+
+	ctl := start(t, filepath.Join(dir, "ipam-controller"), "--kubeconfig", kc, "--server", serving.Addr,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0")
+	ctl.waitLine(t, "Starting workers", 60*time.Second)
+	ctl.alive(t, 2*time.Second)
+	ctl.stop(t)
+
+	inj := start(t, filepath.Join(dir, "ipam-injector"), "--kubeconfig", kc, "--server", serving.Addr)
+	inj.alive(t, 5*time.Second)
+	if strings.Contains(inj.output(), "panic") {
+		t.Fatalf("ipam-injector panicked:\n%s", inj.output())
+	}
+	inj.stop(t)
+	srv.stop(t)
+}
+
+// TestImages builds every image with `make images` and runs each with
+// --help (skipped where docker is not available).
+func TestImages(t *testing.T) {
+	if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		t.Skipf("SKIPPED: docker not available: %v: %s", err, bytes.TrimSpace(out))
+	}
+	root := moduleRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "images", "IMAGES_DIR="+t.TempDir())
+	cmd.Dir = root
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "MAKEFLAGS=") && !strings.HasPrefix(e, "MFLAGS=") && !strings.HasPrefix(e, "MAKELEVEL=") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make images: %v\n%s", err, out)
+	}
+	for name := range binaries {
+		if name == "ipamctl" {
+			continue // a CLI, not an image
+		}
+		t.Run(name, func(t *testing.T) {
+			out, err := exec.Command("docker", "run", "--rm", "--network", "none", name+":dev", "--help").CombinedOutput()
+			if err != nil {
+				t.Fatalf("docker run %s:dev --help: %v\n%s", name, err, out)
+			}
+			if bytes.Contains(out, []byte("panic")) {
+				t.Fatalf("%s:dev --help panicked:\n%s", name, out)
+			}
+		})
+	}
+}
