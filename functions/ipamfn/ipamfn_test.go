@@ -389,6 +389,46 @@ func TestProcessLocalFieldErrors(t *testing.T) {
 	}
 }
 
+// TestProcessRefusesUnknownGroupObjects: an object of the ipam.nephio.org
+// group in a version or of a kind the function does not know is an error
+// naming the field, with or without known objects beside it, and no call
+// is made (a nil client would fail otherwise).
+func TestProcessRefusesUnknownGroupObjects(t *testing.T) {
+	for _, tc := range []struct {
+		name, apiVersion, kind, field, msg string
+		withSeed                           bool
+	}{
+		{"unknown version alone", "ipam.nephio.org/v1alpha9", "IPAllocation", "apiVersion", `"ipam.nephio.org/v1alpha9" is not served by ipam-fn`, false},
+		{"unknown version beside the seed", "ipam.nephio.org/v1", "IPPrefix", "apiVersion", `"ipam.nephio.org/v1" is not served by ipam-fn`, true},
+		{"unknown kind", "ipam.nephio.org/v1alpha1", "IPAlocation", "kind", `"IPAlocation" is not a kind of ipam.nephio.org/v1alpha1`, true},
+		{"long version is cut", "ipam.nephio.org/" + strings.Repeat("v", 5000), "IPAllocation", "apiVersion", `(5016 bytes)`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := "apiVersion: " + tc.apiVersion + "\nkind: " + tc.kind + "\nmetadata:\n  name: x\nspec:\n  kind: network\n"
+			if tc.withSeed {
+				doc = seed + "\n---\n" + doc
+			}
+			objs := items(t, "Kptfile", kptfile, "resources.yaml", doc)
+			if !ipamfn.HasIPAMObjects(objs) {
+				t.Fatal("HasIPAMObjects is false: the run would pass the package untouched")
+			}
+			before := snapshot(objs)
+			changed, results, err := ipamfn.Process(context.Background(), nil, ipamfn.Config{Prune: true}, objs)
+			if changed || !errors.Is(err, ipamfn.ErrFailed) || len(results) != 1 {
+				t.Fatalf("changed %v, err %v, results %v", changed, err, results)
+			}
+			r := results[0]
+			if r.Field == nil || r.Field.Path != tc.field || r.ResourceRef == nil || r.ResourceRef.Kind != tc.kind || r.ResourceRef.Name != "x" ||
+				r.File == nil || r.File.Path != "resources.yaml" || !strings.Contains(r.Message, tc.msg) || len(r.Message) > 300 {
+				t.Errorf("result %+v field %+v ref %+v file %+v", r, r.Field, r.ResourceRef, r.File)
+			}
+			if strings.Join(snapshot(objs), "\n") != strings.Join(before, "\n") {
+				t.Error("items changed")
+			}
+		})
+	}
+}
+
 func TestProcessOwnerFromRootKptfile(t *testing.T) {
 	srv := servertest.Start(t, server.Config{}, false)
 	sub := strings.Replace(kptfile, "seed-pkg", "subpackage", 1)

@@ -44,16 +44,44 @@ type object struct {
 	index int
 }
 
-// HasIPAMObjects reports whether items hold any NetworkInstance, IPPrefix
-// or IPAllocation of ipam.nephio.org/v1alpha1; without one a run needs no
-// server.
+// HasIPAMObjects reports whether items hold any object of the
+// ipam.nephio.org group (a NetworkInstance, IPPrefix or IPAllocation, or
+// an object the function must refuse); without one a run needs no server.
 func HasIPAMObjects(items fn.KubeObjects) bool {
 	for _, it := range items {
-		if kindOf(it) != "" {
+		if kindOf(it) != "" || inGroup(it) {
 			return true
 		}
 	}
 	return false
+}
+
+// inGroup reports whether it is of the ipam.nephio.org group, any version.
+func inGroup(it *fn.KubeObject) bool {
+	return strings.HasPrefix(it.GetAPIVersion(), Group+"/")
+}
+
+// unknownResult is the error result for an object of the ipam.nephio.org
+// group that the function does not know: an unknown version, or an
+// unknown kind of the known version. Passing it through untouched would
+// leave a claim unallocated without a word.
+func unknownResult(it *fn.KubeObject) *fn.Result {
+	o := &object{item: it, kind: it.GetKind(), ns: it.GetNamespace(), name: it.GetName()}
+	if v := it.GetAPIVersion(); v != APIVersion {
+		return objectResult(o, "apiVersion", fmt.Sprintf("%s is not served by ipam-fn: use %s", quoteBounded(v), APIVersion), "InvalidArgument")
+	}
+	return objectResult(o, "kind", fmt.Sprintf("%s is not a kind of %s: use %s, %s or %s",
+		quoteBounded(it.GetKind()), APIVersion, KindNetworkInstance, KindIPPrefix, KindIPAllocation), "InvalidArgument")
+}
+
+// quoteBounded quotes s, cut to 64 bytes: a message never repeats a
+// hostile value in full.
+func quoteBounded(s string) string {
+	const max = 64
+	if len(s) > max {
+		return fmt.Sprintf("%q... (%d bytes)", s[:max], len(s))
+	}
+	return fmt.Sprintf("%q", s)
 }
 
 // kindOf returns the IPAM kind of it, or "" when it is something else.
@@ -124,15 +152,17 @@ func failed(results fn.Results) error {
 // Fields that cannot be read become error results.
 func buildRequest(cfg Config, items fn.KubeObjects) (*ipamv1.SyncRequest, []*object, fn.Results) {
 	var objs []*object
+	var results fn.Results
 	for _, it := range items {
 		if k := kindOf(it); k != "" {
 			objs = append(objs, &object{item: it, kind: k, ns: it.GetNamespace(), name: it.GetName()})
+		} else if inGroup(it) {
+			results = append(results, unknownResult(it))
 		}
 	}
 	if len(objs) == 0 {
-		return nil, nil, nil
+		return nil, nil, results
 	}
-	var results fn.Results
 	owner := cfg.Owner
 	if owner == "" {
 		owner = rootPackageName(items)
