@@ -106,9 +106,11 @@ func syncErrorResults(err error, cfg Config, objs []*object) fn.Results {
 		return fn.Results{{Severity: fn.Error, Message: fmt.Sprintf("ipam-fn: Sync with ipam-server at %s: %v", cfg.Server, err)}}
 	}
 	var items []*ipamv1.ItemError
+	omitted := 0
 	for _, d := range st.Details() {
 		if sf, ok := d.(*ipamv1.SyncFailure); ok {
 			items = append(items, sf.GetItems()...)
+			omitted += int(sf.GetOmitted())
 		}
 	}
 	if len(items) == 0 {
@@ -142,6 +144,10 @@ func syncErrorResults(err error, cfg Config, objs []*object) fn.Results {
 		if !matched {
 			results = append(results, &fn.Result{Severity: fn.Error, Message: it.GetMessage(), Tags: map[string]string{"code": code}})
 		}
+	}
+	if omitted > 0 {
+		results = append(results, &fn.Result{Severity: fn.Error, Message: fmt.Sprintf(
+			"ipam-fn: %d more resources failed; ipam-server lists the first %d (fix these and render again)", omitted, len(items))})
 	}
 	return results
 }

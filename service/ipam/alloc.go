@@ -39,8 +39,24 @@ func plainRequest(r *Allocation) bool {
 		return false
 	}
 	sel := r.Selector[LabelNetworkInstance]
-	return r.Key.Name != "" && len(r.Key.Name) <= MaxNameLen && !r.Prefix.IsValid() && r.PrefixLength == 0 && r.Count == 0 &&
+	return r.Key.Name != "" && !r.Prefix.IsValid() && r.PrefixLength == 0 && r.Count == 0 &&
 		(r.NetworkInstance != "" || sel != "") && (sel == "" || r.NetworkInstance == "" || r.NetworkInstance == sel)
+}
+
+// checkAllocText checks the strings of an allocation request against the
+// limits: its key, network instance, selector and labels. Requests are
+// checked; recorded allocations are restored as they were stored.
+func checkAllocText(r *Allocation) error {
+	if err := checkKey(ObjAllocation, r.Key); err != nil {
+		return err
+	}
+	if err := checkText(ObjAllocation, r.Key, "spec.networkInstance", r.NetworkInstance, MaxNameLength); err != nil {
+		return err
+	}
+	if err := checkLabels(ObjAllocation, r.Key, "spec.selector", r.Selector); err != nil {
+		return err
+	}
+	return checkLabels(ObjAllocation, r.Key, "spec.labels", r.Labels)
 }
 
 // checkAlloc validates any allocation request and fills defaults in
@@ -50,9 +66,6 @@ func checkAlloc(r *Allocation) error {
 	if k.Name == "" {
 		return errf(ErrInvalid, ObjAllocation, k, "metadata.name", "a name is required")
 	}
-	if len(k.Name) > MaxNameLen {
-		return errf(ErrInvalid, ObjAllocation, k, "metadata.name", "%d bytes exceed the limit of %d", len(k.Name), MaxNameLen)
-	}
 	if r.Kind == "" {
 		r.Kind = KindNetwork
 	}
@@ -61,7 +74,7 @@ func checkAlloc(r *Allocation) error {
 	case KindAggregate:
 		return errf(ErrInvalid, ObjAllocation, k, "spec.kind", "aggregates are declared with an IPPrefix, not allocated")
 	default:
-		return errf(ErrInvalid, ObjAllocation, k, "spec.kind", "unknown kind %q (one of network, pool, loopback)", r.Kind)
+		return errf(ErrInvalid, ObjAllocation, k, "spec.kind", "unknown kind %s (one of network, pool, loopback)", Quote(string(r.Kind)))
 	}
 	if sel := r.Selector[LabelNetworkInstance]; sel != "" {
 		if r.NetworkInstance != "" && r.NetworkInstance != sel {
@@ -75,7 +88,7 @@ func checkAlloc(r *Allocation) error {
 	switch r.AddressFamily {
 	case "", IPv4, IPv6:
 	default:
-		return errf(ErrInvalid, ObjAllocation, k, "spec.addressFamily", "unknown address family %q (ipv4 or ipv6)", r.AddressFamily)
+		return errf(ErrInvalid, ObjAllocation, k, "spec.addressFamily", "unknown address family %s (ipv4 or ipv6)", Quote(string(r.AddressFamily)))
 	}
 	if r.Prefix.IsValid() {
 		if err := checkPrefixValue(r.Prefix, ObjAllocation, k, "spec.prefix"); err != nil {
@@ -144,6 +157,9 @@ func sameAllocPlacement(a, b *Allocation) bool {
 // putAllocation allocates, keeps or re-allocates (rule 8) one request.
 func (t *tx) putAllocation(os *ownerState, r Allocation) (Result, error) {
 	r.Key.Owner = os.name
+	if err := checkAllocText(&r); err != nil {
+		return Result{}, err
+	}
 	if err := normalizeAlloc(&r); err != nil {
 		return Result{}, err
 	}

@@ -86,9 +86,6 @@ func (r *allocRec) result() Result {
 	}
 }
 
-// MaxNameLen is the longest allocation name the core stores.
-const MaxNameLen = 1<<16 - 1
-
 // nameRef locates a name in a nameArena: its chunk and the offset of its
 // length (a uvarint) there.
 type nameRef struct {

@@ -140,21 +140,21 @@ func TestAllocTableCompactsNames(t *testing.T) {
 	}
 }
 
-// TestAllocationNameTooLong: the name arena stores names up to MaxNameLen.
+// TestAllocationNameTooLong: names up to MaxNameLength are stored.
 func TestAllocationNameTooLong(t *testing.T) {
 	a := New()
 	if _, err := a.Sync(seedRequest()); err != nil {
 		t.Fatal(err)
 	}
 	sel := Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net1"}
-	_, err := a.Allocate(Allocation{Key: k(strings.Repeat("n", MaxNameLen+1)), Selector: sel})
+	_, err := a.Allocate(Allocation{Key: k(strings.Repeat("n", MaxNameLength+1)), Selector: sel})
 	var e *Error
 	if !errors.As(err, &e) || !errors.Is(err, ErrInvalid) || e.Field != "metadata.name" {
-		t.Fatalf("a name of %d bytes: %v, want ErrInvalid on metadata.name", MaxNameLen+1, err)
+		t.Fatalf("a name of %d bytes: %v, want ErrInvalid on metadata.name", MaxNameLength+1, err)
 	}
-	res, err := a.Allocate(Allocation{Key: k(strings.Repeat("n", MaxNameLen)), Selector: sel})
+	res, err := a.Allocate(Allocation{Key: k(strings.Repeat("n", MaxNameLength)), Selector: sel})
 	if err != nil || res.Prefix != mustPrefix("10.0.1.2/24") {
-		t.Fatalf("a name of %d bytes: %v, %v", MaxNameLen, res, err)
+		t.Fatalf("a name of %d bytes: %v, %v", MaxNameLength, res, err)
 	}
 	checkInvariants(t, a)
 }

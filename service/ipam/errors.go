@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -48,8 +49,10 @@ type Error struct {
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Object)
-	b.WriteByte(' ')
-	b.WriteString(e.Key.String())
+	if k := e.Key.String(); k != "" {
+		b.WriteByte(' ')
+		b.WriteString(k)
+	}
 	b.WriteString(": ")
 	if e.Field != "" {
 		b.WriteString(e.Field)
@@ -68,11 +71,20 @@ type SyncError struct {
 	Errs []error
 }
 
-// Error lists the item errors, one per line.
+// MaxListedErrors is how many item errors the message of a SyncError
+// lists; it names how many more there are.
+const MaxListedErrors = 10
+
+// Error lists the first MaxListedErrors item errors, one per line, and
+// counts the rest: a Sync of many bad items never makes a huge message.
 func (e *SyncError) Error() string {
-	parts := make([]string, len(e.Errs))
-	for i, err := range e.Errs {
+	n := min(len(e.Errs), MaxListedErrors)
+	parts := make([]string, n, n+1)
+	for i, err := range e.Errs[:n] {
 		parts[i] = err.Error()
+	}
+	if more := len(e.Errs) - n; more > 0 {
+		parts = append(parts, fmt.Sprintf("... and %d more errors", more))
 	}
 	return strings.Join(parts, "\n")
 }

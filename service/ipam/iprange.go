@@ -34,6 +34,11 @@ func rangeEqual(a, b IPRange) bool {
 
 // putRange creates or replaces an IP range of its owner.
 func (t *tx) putRange(os *ownerState, spec IPRange) error {
+	if !t.replay {
+		if err := checkRangeText(spec); err != nil {
+			return err
+		}
+	}
 	spec, err := normalizeRange(spec)
 	if err != nil {
 		return err

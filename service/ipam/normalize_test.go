@@ -11,7 +11,7 @@ import (
 // path looks at, normalizeAlloc leaves the same request and error as the
 // full check.
 func TestNormalizeFastPath(t *testing.T) {
-	names := []string{"", "a", string(make([]byte, MaxNameLen+1))}
+	names := []string{"", "a", string(make([]byte, MaxNameLength+1))}
 	kinds := []Kind{"", KindNetwork, KindLoopback, KindPool, KindAggregate, "bogus"}
 	families := []Family{"", IPv4, IPv6, "ipv5"}
 	nis := []string{"", "vpc-1", "vpc-2"}

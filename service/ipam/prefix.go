@@ -43,7 +43,7 @@ func normalizePrefix(p Prefix) (Prefix, error) {
 		p.Kind = KindNetwork
 	}
 	if !validKind(p.Kind) {
-		return p, errf(ErrInvalid, ObjPrefix, p.Key, "spec.kind", "unknown kind %q (one of aggregate, network, pool, loopback)", p.Kind)
+		return p, errf(ErrInvalid, ObjPrefix, p.Key, "spec.kind", "unknown kind %s (one of aggregate, network, pool, loopback)", Quote(string(p.Kind)))
 	}
 	if err := checkPrefixValue(p.Prefix, ObjPrefix, p.Key, "spec.prefix"); err != nil {
 		return p, err
@@ -74,6 +74,11 @@ func prefixEqual(a, b Prefix) bool {
 
 // putPrefix creates or updates an IPPrefix of its owner.
 func (t *tx) putPrefix(os *ownerState, spec Prefix) (Result, error) {
+	if !t.replay {
+		if err := checkPrefixText(spec); err != nil {
+			return Result{}, err
+		}
+	}
 	spec, err := normalizePrefix(spec)
 	if err != nil {
 		return Result{}, err
@@ -411,6 +416,11 @@ func niEqual(a, b NetworkInstance) bool {
 // putNI creates or updates a network instance; the caller holds the
 // allocator's exclusive lock.
 func (t *tx) putNI(spec NetworkInstance) error {
+	if !t.replay {
+		if err := checkNIText(spec); err != nil {
+			return err
+		}
+	}
 	spec, err := normalizeNI(spec)
 	if err != nil {
 		return err

@@ -64,6 +64,9 @@ func withOwner(req SyncRequest) SyncRequest {
 // checkSyncRequest rejects oversized requests and duplicate keys. It
 // returns the allocations' indices in key order.
 func checkSyncRequest(req SyncRequest) ([]int, error) {
+	if err := checkText("Sync", Key{}, "owner", req.Owner, MaxNameLength); err != nil {
+		return nil, err
+	}
 	n := len(req.NetworkInstances) + len(req.Prefixes) + len(req.Ranges) + len(req.Allocations)
 	if n > MaxSyncItems {
 		return nil, errf(ErrInvalid, "Sync", Key{Name: req.Owner}, "", "%d objects exceed the limit of %d per request", n, MaxSyncItems)

@@ -45,9 +45,9 @@ func (p *parser) prefix(field, s string) netip.Prefix {
 	v, err := netip.ParsePrefix(s)
 	if err != nil {
 		if a, aerr := netip.ParseAddr(s); aerr == nil && a.Zone() == "" {
-			p.fail(field, "%q is not a prefix (write it with a length, e.g. %s/%d)", s, a, a.BitLen())
+			p.fail(field, "%s is not a prefix (write it with a length, e.g. %s/%d)", ipam.Quote(s), a, a.BitLen())
 		} else {
-			p.fail(field, "%q is not a prefix", s)
+			p.fail(field, "%s is not a prefix", ipam.Quote(s))
 		}
 		return netip.Prefix{}
 	}
@@ -62,7 +62,7 @@ func (p *parser) addr(field, s string) netip.Addr {
 	}
 	v, err := netip.ParseAddr(s)
 	if err != nil || v.Zone() != "" {
-		p.fail(field, "%q is not an IP address", s)
+		p.fail(field, "%s is not an IP address", ipam.Quote(s))
 		return netip.Addr{}
 	}
 	return v

@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"errors"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/ipam"
@@ -69,10 +71,26 @@ func codeOf(err error) codes.Code {
 	return codes.Internal
 }
 
+// Bounds of what an error answer carries, so that its trailer stays far
+// below the header-list limits of gRPC clients and proxies whatever the
+// request was: a Sync of 100,000 failing items answers with the first
+// items and a count of the others.
+const (
+	// MaxStatusMessage bounds the status message in bytes.
+	MaxStatusMessage = 4 << 10
+	// MaxItemMessage bounds the message of one ItemError in bytes.
+	MaxItemMessage = 1 << 10
+	// MaxDetailItems bounds the ItemErrors of a SyncFailure detail.
+	MaxDetailItems = 100
+	// MaxDetailBytes bounds the encoded size of a SyncFailure detail.
+	MaxDetailBytes = 16 << 10
+)
+
 // toStatus is the one place where errors of the core, the store and the
 // request checks become gRPC statuses. Errors that name objects
-// (*ipam.Error, *ipam.SyncError) get a SyncFailure detail with one
-// ItemError per failed item.
+// (*ipam.Error, *ipam.SyncError) get a SyncFailure detail with an
+// ItemError per failed item, up to MaxDetailItems and MaxDetailBytes, and
+// the count of the items left out.
 func toStatus(err error) error {
 	if err == nil {
 		return nil
@@ -80,34 +98,58 @@ func toStatus(err error) error {
 	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return err // already a status (e.g. from grpc itself)
 	}
-	st := status.New(codeOf(err), err.Error())
-	if items := itemErrors(err); len(items) > 0 {
-		if withDetail, derr := st.WithDetails(&ipamv1.SyncFailure{Items: items}); derr == nil {
+	st := status.New(codeOf(err), clip(err.Error(), MaxStatusMessage))
+	if detail := syncFailure(err); detail != nil {
+		if withDetail, derr := st.WithDetails(detail); derr == nil {
 			st = withDetail
 		}
 	}
 	return st.Err()
 }
 
-// itemErrors lists the object errors inside err.
-func itemErrors(err error) []*ipamv1.ItemError {
+// clip cuts s to at most max bytes (at a rune boundary) and says so.
+func clip(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	const more = "... (truncated)"
+	cut := max - len(more)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + more
+}
+
+// syncFailure is the detail of the object errors inside err, or nil.
+func syncFailure(err error) *ipamv1.SyncFailure {
+	var errs []error
 	var se *ipam.SyncError
-	if errors.As(err, &se) {
-		out := make([]*ipamv1.ItemError, 0, len(se.Errs))
-		for _, e := range se.Errs {
-			out = append(out, itemError(e))
-		}
-		return out
-	}
 	var oe *ipam.Error
-	if errors.As(err, &oe) {
-		return []*ipamv1.ItemError{itemError(oe)}
+	switch {
+	case errors.As(err, &se):
+		errs = se.Errs
+	case errors.As(err, &oe):
+		errs = []error{oe}
+	default:
+		return nil
 	}
-	return nil
+	d := &ipamv1.SyncFailure{}
+	size := 0
+	for i, e := range errs {
+		item := itemError(e)
+		if n := proto.Size(item) + 4; i >= MaxDetailItems || size+n > MaxDetailBytes {
+			d.Omitted = int32(len(errs) - i)
+			break
+		} else {
+			size += n
+		}
+		d.Items = append(d.Items, item)
+	}
+	return d
 }
 
 func itemError(err error) *ipamv1.ItemError {
-	item := &ipamv1.ItemError{Message: err.Error(), Code: int32(codeOf(err))}
+	item := &ipamv1.ItemError{Message: clip(err.Error(), MaxItemMessage), Code: int32(codeOf(err))}
 	var oe *ipam.Error
 	if errors.As(err, &oe) {
 		item.Object, item.Key, item.Field = oe.Object, keyToProto(oe.Key), oe.Field

@@ -99,6 +99,9 @@ func (s *Service) list(req *ipamv1.ListRequest) (*ipamv1.ListResponse, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkFilter(req.GetNetworkInstance(), req.GetOwner(), req.GetLabels()); err != nil {
+		return nil, err
+	}
 	f := ipam.Filter{NetworkInstance: req.GetNetworkInstance(), Owner: req.GetOwner(), Labels: labelsFromProto(req.GetLabels())}
 	resp := &ipamv1.ListResponse{}
 	switch kind {

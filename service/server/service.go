@@ -134,12 +134,28 @@ func (s *Service) delete(req *ipamv1.DeleteRequest, obj string, del func(ipam.Ke
 	return &ipamv1.DeleteResponse{}, nil
 }
 
-// checkName rejects an object without a name before the core sees it.
+// checkName rejects a key without a name, or one beyond the core's
+// limits, before the core sees it.
 func checkName(obj string, key ipam.Key) error {
+	if err := ipam.CheckKey(obj, key); err != nil {
+		return err
+	}
 	if key.Name == "" {
 		return &ipam.Error{Object: obj, Key: key, Field: "metadata.name", Msg: "a name is required", Err: ipam.ErrInvalid}
 	}
 	return nil
+}
+
+// checkFilter checks the filters of List and Watch against the core's
+// limits on names and labels.
+func checkFilter(networkInstance, owner string, labels map[string]string) error {
+	if err := ipam.CheckName("request", ipam.Key{}, "network_instance", networkInstance); err != nil {
+		return err
+	}
+	if err := ipam.CheckName("request", ipam.Key{}, "owner", owner); err != nil {
+		return err
+	}
+	return ipam.CheckLabels("request", ipam.Key{}, "labels", labels)
 }
 
 // Get returns one object. For network instances only key.name matters;
@@ -201,8 +217,9 @@ func (s *Service) Sync(_ context.Context, req *ipamv1.SyncRequest) (*ipamv1.Sync
 	if s.metrics != nil {
 		s.metrics.syncItems.Add(float64(n))
 	}
-	var err error
+	err := ipam.CheckName("Sync", ipam.Key{}, "owner", req.GetOwner())
 	switch {
+	case err != nil:
 	case req.GetOwner() == "":
 		err = invalidRequest("owner", "an owner is required (the kpt package or controller that declares the objects)")
 	case n > ipam.MaxSyncItems:
@@ -227,7 +244,11 @@ func (s *Service) Sync(_ context.Context, req *ipamv1.SyncRequest) (*ipamv1.Sync
 // client goes away, the server shuts down (Unavailable) or the client falls
 // behind (ResourceExhausted).
 func (s *Service) Watch(req *ipamv1.WatchRequest, stream grpc.ServerStreamingServer[ipamv1.WatchEvent]) error {
-	sub, err := s.hub.Subscribe(req.GetNetworkInstance(), req.GetOwner())
+	err := checkFilter(req.GetNetworkInstance(), req.GetOwner(), nil)
+	var sub *Subscription
+	if err == nil {
+		sub, err = s.hub.Subscribe(req.GetNetworkInstance(), req.GetOwner())
+	}
 	if err != nil {
 		return toStatus(err)
 	}
@@ -256,6 +277,9 @@ func (s *Service) Watch(req *ipamv1.WatchRequest, stream grpc.ServerStreamingSer
 func (s *Service) Tree(_ context.Context, req *ipamv1.TreeRequest) (*ipamv1.TreeResponse, error) {
 	if req.GetNetworkInstance() == "" {
 		return nil, toStatus(invalidRequest("network_instance", "is required"))
+	}
+	if err := ipam.CheckName("request", ipam.Key{}, "network_instance", req.GetNetworkInstance()); err != nil {
+		return nil, toStatus(err)
 	}
 	nodes, err := s.a.Tree(req.GetNetworkInstance())
 	if err != nil {

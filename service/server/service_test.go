@@ -233,7 +233,7 @@ func TestErrorCodes(t *testing.T) {
 			name: "empty name on delete",
 			call: func() error { return call(c.Release(ctx, &ipamv1.DeleteRequest{Key: &ipamv1.Key{Owner: "test"}})) },
 			code: codes.InvalidArgument,
-			msg:  "IPAllocation : metadata.name: a name is required",
+			msg:  "IPAllocation: metadata.name: a name is required",
 			item: &item{"IPAllocation", "", "metadata.name", codes.InvalidArgument},
 		},
 		{

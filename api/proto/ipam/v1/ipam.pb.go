@@ -1893,10 +1893,13 @@ func (x *ItemError) GetCode() int32 {
 }
 
 // SyncFailure is attached to the status of a failed Sync (and of any call
-// whose error names an object): every failed item.
+// whose error names an object): the failed items, the first ones up to a
+// bound on count and size, and how many more failed.
 type SyncFailure struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Items         []*ItemError           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Items []*ItemError           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// omitted counts the failed items not listed in items.
+	Omitted       int32 `protobuf:"varint,2,opt,name=omitted,proto3" json:"omitted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1936,6 +1939,13 @@ func (x *SyncFailure) GetItems() []*ItemError {
 		return x.Items
 	}
 	return nil
+}
+
+func (x *SyncFailure) GetOmitted() int32 {
+	if x != nil {
+		return x.Omitted
+	}
+	return 0
 }
 
 // WatchRequest filters the change stream; empty fields match everything.
@@ -2392,9 +2402,10 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\v2\f.ipam.v1.KeyR\x03key\x12\x14\n" +
 	"\x05field\x18\x03 \x01(\tR\x05field\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12\x12\n" +
-	"\x04code\x18\x05 \x01(\x05R\x04code\"7\n" +
+	"\x04code\x18\x05 \x01(\x05R\x04code\"Q\n" +
 	"\vSyncFailure\x12(\n" +
-	"\x05items\x18\x01 \x03(\v2\x12.ipam.v1.ItemErrorR\x05items\"O\n" +
+	"\x05items\x18\x01 \x03(\v2\x12.ipam.v1.ItemErrorR\x05items\x12\x18\n" +
+	"\aomitted\x18\x02 \x01(\x05R\aomitted\"O\n" +
 	"\fWatchRequest\x12)\n" +
 	"\x10network_instance\x18\x01 \x01(\tR\x0fnetworkInstance\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xe9\x01\n" +

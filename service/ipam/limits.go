@@ -1,0 +1,226 @@
+package ipam
+
+import (
+	"fmt"
+	"strconv"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits on what one request may carry, so that no request can make the
+// allocator (or an error message about it) grow without bound. They follow
+// Kubernetes' own limits, so every valid custom resource fits.
+const (
+	// MaxNameLength bounds object names, owners, network instance and
+	// network names (a DNS-1123 subdomain is at most 253 bytes).
+	MaxNameLength = 253
+	// MaxNamespaceLength bounds namespaces (a DNS-1123 label).
+	MaxNamespaceLength = 63
+	// MaxLabelKeyLength bounds a label key: a DNS subdomain prefix of up
+	// to 253 bytes, "/", and a name of up to 63 bytes.
+	MaxLabelKeyLength = 253 + 1 + 63
+	// MaxLabelValueLength bounds a label value.
+	MaxLabelValueLength = 63
+	// MaxLabels bounds the entries of one label map or selector.
+	MaxLabels = 64
+	// MaxListEntries bounds other lists of one object: a network
+	// instance's prefixes, exclusions and pre-allocations.
+	MaxListEntries = 1 << 16
+	// MaxQuoted is how much of a client's value an error message repeats.
+	MaxQuoted = 64
+)
+
+// printable reports whether s is valid UTF-8 of printable characters only:
+// no control characters, no format characters such as bidirectional
+// overrides (U+202A–U+202E, U+2066–U+2069) or zero-width ones, no
+// invalid bytes. Such characters in names and labels hide what an
+// operator reads in a list, a log or a Git diff.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i]-0x20 > 0x7e-0x20 { // not ' '..'~'
+			return printableUnicode(s[i:])
+		}
+	}
+	return true
+}
+
+func printableUnicode(s string) bool {
+	for _, r := range s {
+		if r == utf8.RuneError || !unicode.IsPrint(r) && r != ' ' {
+			return false
+		}
+	}
+	return utf8.ValidString(s)
+}
+
+// Quote renders a client's value for an error message: quoted with Go
+// escapes, and cut to MaxQuoted bytes with its full length named.
+func Quote(s string) string {
+	if len(s) <= MaxQuoted {
+		return strconv.Quote(s)
+	}
+	cut := MaxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "... (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// checkText checks one string field against its length limit and for
+// printable characters; an empty string passes (required fields are
+// checked where they are required).
+func checkText(obj string, key Key, field, s string, max int) error {
+	if len(s) > max {
+		return errf(ErrInvalid, obj, key, field, "%d bytes exceed the limit of %d", len(s), max)
+	}
+	if !printable(s) {
+		return errf(ErrInvalid, obj, key, field, "%s holds a control, format or invalid UTF-8 character", Quote(s))
+	}
+	return nil
+}
+
+// checkKey checks the owner, namespace and name of an object. An
+// oversized or unprintable key is reported with a key cut to fit, so
+// the error never repeats it.
+func checkKey(obj string, key Key) error {
+	if len(key.Name) <= MaxNameLength && len(key.Namespace) <= MaxNamespaceLength && len(key.Owner) <= MaxNameLength &&
+		printable(key.Name) && printable(key.Namespace) && printable(key.Owner) {
+		return nil
+	}
+	safe := safeKey(key)
+	if err := checkText(obj, safe, "metadata.name", key.Name, MaxNameLength); err != nil {
+		return err
+	}
+	if err := checkText(obj, safe, "metadata.namespace", key.Namespace, MaxNamespaceLength); err != nil {
+		return err
+	}
+	return checkText(obj, safe, "owner", key.Owner, MaxNameLength)
+}
+
+// safeKey is key with every part that breaks a limit replaced by a short
+// placeholder, for error messages about key itself.
+func safeKey(key Key) Key {
+	fix := func(s string, max int) string {
+		if len(s) <= max && printable(s) {
+			return s
+		}
+		return fmt.Sprintf("<%d bytes>", len(s))
+	}
+	return Key{Owner: fix(key.Owner, MaxNameLength), Namespace: fix(key.Namespace, MaxNamespaceLength), Name: fix(key.Name, MaxNameLength)}
+}
+
+// CheckKey reports whether key (owner, namespace, name) is within the
+// limits, with an *Error naming obj and the field when it is not. Fronts
+// check the keys of lookups and deletions with it; the allocator checks
+// every object it is asked to store.
+func CheckKey(obj string, key Key) error { return checkKey(obj, key) }
+
+// CheckName checks a name that is not part of a key, such as a network
+// instance a query names, against MaxNameLength and for printable
+// characters.
+func CheckName(obj string, key Key, field, name string) error {
+	return checkText(obj, key, field, name, MaxNameLength)
+}
+
+// checkLabels checks a label map or selector: its size, and each key and
+// value.
+func checkLabels(obj string, key Key, field string, m map[string]string) error {
+	if len(m) > MaxLabels {
+		return errf(ErrInvalid, obj, key, field, "%d labels exceed the limit of %d", len(m), MaxLabels)
+	}
+	for k, v := range m {
+		if k == "" {
+			return errf(ErrInvalid, obj, key, field, "a label key is empty")
+		}
+		if err := checkText(obj, key, field, k, MaxLabelKeyLength); err != nil {
+			return err
+		}
+		if len(v) > MaxLabelValueLength || !printable(v) {
+			return checkText(obj, key, field+"["+Quote(k)+"]", v, MaxLabelValueLength)
+		}
+	}
+	return nil
+}
+
+// CheckLabels checks a label map or selector a front passes on (a query's
+// selector, say) against the limits the allocator applies to stored
+// labels.
+func CheckLabels(obj string, key Key, field string, m map[string]string) error {
+	return checkLabels(obj, key, field, m)
+}
+
+// checkCount bounds the length of a list field.
+func checkCount(obj string, key Key, field string, n int) error {
+	if n > MaxListEntries {
+		return errf(ErrInvalid, obj, key, field, "%d entries exceed the limit of %d", n, MaxListEntries)
+	}
+	return nil
+}
+
+// checkPrefixText checks the strings and lists of a request against the limits;
+// recorded objects are restored as they were stored.
+func checkPrefixText(p Prefix) error {
+	if err := checkKey(ObjPrefix, p.Key); err != nil {
+		return err
+	}
+	if err := checkText(ObjPrefix, p.Key, "spec.networkInstance", p.NetworkInstance, MaxNameLength); err != nil {
+		return err
+	}
+	if err := checkText(ObjPrefix, p.Key, "spec.network", p.Network, MaxNameLength); err != nil {
+		return err
+	}
+	if err := checkLabels(ObjPrefix, p.Key, "metadata.labels", p.Labels); err != nil {
+		return err
+	}
+	if err := checkCount(ObjPrefix, p.Key, "spec.exclusions", len(p.Exclusions)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// checkNIText checks the strings and lists of a request against the limits;
+// recorded objects are restored as they were stored.
+func checkNIText(ni NetworkInstance) error {
+	if err := checkKey(ObjNetworkInstance, ni.Key); err != nil {
+		return err
+	}
+	if err := checkLabels(ObjNetworkInstance, ni.Key, "metadata.labels", ni.Labels); err != nil {
+		return err
+	}
+	if err := checkCount(ObjNetworkInstance, ni.Key, "spec.prefixes", len(ni.Prefixes)); err != nil {
+		return err
+	}
+	for i, p := range ni.Prefixes {
+		if err := checkLabels(ObjNetworkInstance, ni.Key, fmt.Sprintf("spec.prefixes[%d].labels", i), p.Labels); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRangeText checks the strings and lists of a request against the limits;
+// recorded objects are restored as they were stored.
+func checkRangeText(r IPRange) error {
+	k := r.Key
+	if err := checkKey(ObjRange, k); err != nil {
+		return err
+	}
+	if err := checkText(ObjRange, k, "spec.networkInstance", r.NetworkInstance, MaxNameLength); err != nil {
+		return err
+	}
+	if err := checkLabels(ObjRange, k, "metadata.labels", r.Labels); err != nil {
+		return err
+	}
+	if err := checkCount(ObjRange, k, "spec.exclusions", len(r.Exclusions)); err != nil {
+		return err
+	}
+	if err := checkCount(ObjRange, k, "spec.preAllocations", len(r.PreAllocations)); err != nil {
+		return err
+	}
+	for name := range r.PreAllocations {
+		if err := checkText(ObjRange, k, "spec.preAllocations", name, MaxNameLength); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,198 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/grpcopt"
+	"github.com/nephio-project/ipam/service/server"
+)
+
+// maxServerRSS is what the server may use at its peak while the hostile
+// requests are served: a 64 MiB request decoded and checked, not the
+// gigabytes of an error detail repeating a huge owner per item.
+const maxServerRSS = 1536 << 20
+
+// TestHostileRequests runs ipam-server as a subprocess and sends the
+// requests an attacker would: huge owners, names and labels, 100,000
+// failing items, control and bidi characters. Each is refused with
+// InvalidArgument and a bounded answer, the server's peak RSS stays under
+// maxServerRSS, and it still serves an allocation afterwards.
+func TestHostileRequests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs ipam-server")
+	}
+	pid, c := startServerProcess(t)
+	ctx := context.Background()
+	seed(t, c)
+
+	many := func(n int, mk func(i int) *ipamv1.Allocation) []*ipamv1.Allocation {
+		out := make([]*ipamv1.Allocation, n)
+		for i := range out {
+			out[i] = mk(i)
+		}
+		return out
+	}
+	badPrefix := func(i int) *ipamv1.Allocation {
+		return &ipamv1.Allocation{Key: &ipamv1.Key{Namespace: "default", Name: "a" + strconv.Itoa(i)}, NetworkInstance: "vpc-1", Prefix: "bad/" + strconv.Itoa(i)}
+	}
+	longName := func(i int) *ipamv1.Allocation {
+		return &ipamv1.Allocation{Key: &ipamv1.Key{Namespace: "default", Name: fmt.Sprintf("%0253d", i)}, NetworkInstance: "no-such-vrf"}
+	}
+	bigLabels := map[string]string{}
+	for i := range 1000 {
+		bigLabels[fmt.Sprintf("k%d", i)] = strings.Repeat("v", 1000)
+	}
+	for _, tc := range []struct {
+		name  string
+		req   *ipamv1.SyncRequest
+		code  codes.Code
+		field string
+	}{
+		{"owner of 64 KiB and 100k failing items", &ipamv1.SyncRequest{Owner: strings.Repeat("o", 64<<10), Allocations: many(100_000, badPrefix)}, codes.InvalidArgument, "owner"},
+		{"owner of 1 MB", &ipamv1.SyncRequest{Owner: strings.Repeat("o", 1<<20), Allocations: many(10, badPrefix)}, codes.InvalidArgument, "owner"},
+		{"100k items failing on their prefix", &ipamv1.SyncRequest{Owner: "attacker", Allocations: many(100_000, badPrefix)}, codes.InvalidArgument, "spec.prefix"},
+		{"100k names of 253 bytes in a missing VRF", &ipamv1.SyncRequest{Owner: "attacker", Allocations: many(100_000, longName)}, codes.NotFound, "spec.networkInstance"},
+		{"1000 labels of 1000 bytes", &ipamv1.SyncRequest{Owner: "attacker", Allocations: []*ipamv1.Allocation{{Key: key("x"), NetworkInstance: "vpc-1", Labels: bigLabels}}}, codes.InvalidArgument, "spec.labels"},
+		{"bidi override in a name", &ipamv1.SyncRequest{Owner: "attacker", Allocations: []*ipamv1.Allocation{{Key: key("evil\u202eexe.txt"), NetworkInstance: "vpc-1"}}}, codes.InvalidArgument, "metadata.name"},
+		{"control character in the owner", &ipamv1.SyncRequest{Owner: "a\nb", Allocations: many(1, badPrefix)}, codes.InvalidArgument, "owner"},
+		{"name of 254 bytes", &ipamv1.SyncRequest{Owner: "attacker", Allocations: []*ipamv1.Allocation{{Key: key(strings.Repeat("n", 254)), NetworkInstance: "vpc-1"}}}, codes.InvalidArgument, "metadata.name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			_, err := c.Sync(cctx, tc.req)
+			st := status.Convert(err)
+			if st.Code() != tc.code {
+				t.Fatalf("got %s %.300q, want %s", st.Code(), st.Message(), tc.code)
+			}
+			if !strings.Contains(st.Message(), tc.field) {
+				t.Errorf("message %.300q does not name %s", st.Message(), tc.field)
+			}
+			if n := len(st.Message()); n > server.MaxStatusMessage {
+				t.Errorf("message of %d bytes, more than %d", n, server.MaxStatusMessage)
+			}
+			if n := proto.Size(st.Proto()); n > server.MaxStatusMessage+server.MaxDetailBytes+1024 {
+				t.Errorf("status of %d bytes", n)
+			}
+			n := len(tc.req.GetAllocations())
+			for _, d := range st.Details() {
+				if f, ok := d.(*ipamv1.SyncFailure); ok {
+					if len(f.Items) > server.MaxDetailItems || len(f.Items) == 0 || int(f.Omitted)+len(f.Items) > n {
+						t.Errorf("detail lists %d items and omits %d of %d", len(f.Items), f.Omitted, n)
+					}
+					if n > server.MaxDetailItems && f.Omitted == 0 && tc.field != "owner" {
+						t.Errorf("detail of %d failures omits none", n)
+					}
+				}
+			}
+			t.Logf("%s %.120q (%d bytes of status), server peak RSS %d MiB", st.Code(), st.Message(), proto.Size(st.Proto()), peakRSS(t, pid)>>20)
+		})
+	}
+	if rss := peakRSS(t, pid); rss > maxServerRSS {
+		t.Errorf("ipam-server peak RSS %d MiB, more than %d MiB", rss>>20, maxServerRSS>>20)
+	}
+	res, err := c.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: &ipamv1.Allocation{Key: key("after"), NetworkInstance: "vpc-1",
+		Selector: map[string]string{"nephio.org/network-name": "net1"}}})
+	if err != nil || res.GetResult().GetPrefix() != "10.0.1.2/24" {
+		t.Fatalf("after the attack: %v, %v", res, err)
+	}
+}
+
+// startServerProcess builds ipam-server and runs it on a loopback port
+// with the file store; it returns its pid and a client.
+func startServerProcess(t *testing.T) (int, ipamv1.IPAMClient) {
+	t.Helper()
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "ipam-server")
+	build := exec.Command("go", "build", "-o", bin, "./service/cmd/ipam-server")
+	build.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ipam-server: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--data-dir", t.TempDir())
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	sc := bufio.NewScanner(stderr)
+	var addr string
+	for addr == "" && sc.Scan() {
+		var line struct{ Msg, Addr string }
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
+			addr = line.Addr
+		}
+	}
+	if addr == "" {
+		t.Fatal("ipam-server printed no serving address")
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	conn, err := grpc.NewClient(addr, append(grpcopt.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := ipamv1.NewIPAMClient(conn)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, err := c.List(context.Background(), &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ipam-server not ready: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cmd.Process.Pid, c
+}
+
+// peakRSS is the process's peak resident set size in bytes (VmHWM).
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("reading the server's RSS: %v", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc/PID/status")
+	return 0
+}
