@@ -25,6 +25,7 @@ import (
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/functions/ipamfn"
+	ipamclient "github.com/nephio-project/ipam/service/client"
 )
 
 // Name is the injector's controller and event source name.
@@ -53,6 +54,9 @@ type Config struct {
 	// TLSCA, TLSCert and TLSKey are PEM files for TLS (and mTLS) to
 	// ipam-server; none means plaintext.
 	TLSCA, TLSCert, TLSKey string
+	// TokenFile holds the bearer token that identifies the injector to
+	// ipam-server's authorization policy.
+	TokenFile string
 	// Timeout bounds each call to ipam-server; zero means
 	// ipamfn.DefaultTimeout.
 	Timeout time.Duration
@@ -88,10 +92,11 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("kubeconfig: %w", err)
 		}
 	}
-	fnCfg := ipamfn.Config{Server: cfg.Server, Timeout: cfg.Timeout, TLSCA: cfg.TLSCA, TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey}
-	conn, err := ipamfn.Dial(fnCfg)
+	fnCfg := ipamfn.Config{Server: cfg.Server, Timeout: cfg.Timeout}
+	conn, err := ipamclient.Dial(ipamclient.Config{Server: cfg.Server, CA: cfg.TLSCA, Cert: cfg.TLSCert, Key: cfg.TLSKey,
+		TokenFile: cfg.TokenFile, UserAgent: Name})
 	if err != nil {
-		return err
+		return fmt.Errorf("ipam-server: %w", err)
 	}
 	defer conn.Close()
 

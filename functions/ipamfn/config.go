@@ -43,6 +43,9 @@ type Config struct {
 	// server certificate, and the client certificate and key for mTLS.
 	// With none set the connection is plaintext.
 	TLSCA, TLSCert, TLSKey string
+	// TokenFile holds the bearer token that identifies the function to
+	// ipam-server's authorization policy.
+	TokenFile string
 	// Now is the clock of condition lastTransitionTime; nil means time.Now.
 	Now func() time.Time
 }
@@ -61,7 +64,7 @@ func (e *ConfigError) Error() string {
 }
 
 // ParseConfig reads the functionConfig, a ConfigMap whose data holds
-// server, owner, prune, timeout, tlsCA, tlsCert and tlsKey. getenv (nil
+// server, owner, prune, timeout, tlsCA, tlsCert, tlsKey and tokenFile. getenv (nil
 // means no environment) supplies IPAM_SERVER when data.server is not set.
 // An empty functionConfig is valid: every field takes its default.
 func ParseConfig(fc *fn.KubeObject, getenv func(string) string) (Config, error) {
@@ -104,6 +107,8 @@ func ParseConfig(fc *fn.KubeObject, getenv func(string) string) (Config, error) 
 			cfg.TLSCert = v
 		case "tlsKey":
 			cfg.TLSKey = v
+		case "tokenFile":
+			cfg.TokenFile = v
 		}
 	}
 	if cfg.Server == "" && getenv != nil {

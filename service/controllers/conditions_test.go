@@ -2,8 +2,6 @@ package controllers
 
 import (
 	"errors"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -120,41 +118,6 @@ func TestBackoff(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := backoff(tc.conds, "Ready", now, 5*time.Minute); got != tc.want {
 				t.Fatalf("backoff = %s; want %s", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestClientCredentials(t *testing.T) {
-	dir := t.TempDir()
-	notPEM := dir + "/not.pem"
-	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name          string
-		ca, cert, key string
-		wantErr       string
-		wantProtocol  string
-	}{
-		{"plaintext", "", "", "", "", "insecure"},
-		{"cert without CA", "", "c.pem", "k.pem", "--tls-cert and --tls-key need --tls-ca", ""},
-		{"missing CA file", dir + "/none.pem", "", "", "--tls-ca", ""},
-		{"CA not PEM", notPEM, "", "", "no PEM certificate found", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			creds, err := ClientCredentials(tc.ca, tc.cert, tc.key)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v; want one containing %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := creds.Info().SecurityProtocol; got != tc.wantProtocol {
-				t.Fatalf("protocol %q; want %q", got, tc.wantProtocol)
 			}
 		})
 	}

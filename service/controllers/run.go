@@ -2,17 +2,12 @@ package controllers
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -25,7 +20,7 @@ import (
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
-	"github.com/nephio-project/ipam/service/grpcopt"
+	"github.com/nephio-project/ipam/service/client"
 )
 
 // Name is the controller's name: the reporting controller of the events
@@ -44,9 +39,12 @@ type Config struct {
 	Kubeconfig string
 	// Server is the host:port of ipam-server.
 	Server string
-	// TLSCA verifies ipam-server's certificate (TLS on when set);
-	// TLSCert and TLSKey are the client certificate for mTLS.
+	// TLSCA verifies ipam-server's certificate; TLSCert and TLSKey are
+	// the client certificate for mTLS; TLS is on when any is set.
 	TLSCA, TLSCert, TLSKey string
+	// TokenFile holds the bearer token that identifies the controllers to
+	// ipam-server's authorization policy.
+	TokenFile string
 	// Owner keys every object in ipam-server; DefaultOwner when empty.
 	Owner string
 	// Resync is how often every resource is reconciled again;
@@ -88,12 +86,12 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	creds, err := ClientCredentials(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey)
+	dial, err := client.DialOptions(client.Config{Server: cfg.Server, CA: cfg.TLSCA, Cert: cfg.TLSCert, Key: cfg.TLSKey,
+		TokenFile: cfg.TokenFile, UserAgent: Name})
 	if err != nil {
-		return err
+		return fmt.Errorf("ipam-server: %w", err)
 	}
-	dial := append(append(grpcopt.DialOptions(), grpc.WithTransportCredentials(creds)), cfg.DialOptions...)
-	conn, err := grpc.NewClient(cfg.Server, dial...)
+	conn, err := grpc.NewClient(cfg.Server, append(dial, cfg.DialOptions...)...)
 	if err != nil {
 		return fmt.Errorf("ipam-server %s: %w", cfg.Server, err)
 	}
@@ -148,36 +146,4 @@ func loadRESTConfig(path string) (*rest.Config, error) {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	return cfg, nil
-}
-
-// ClientCredentials are the transport credentials of an ipam-server
-// client: plaintext without a CA, TLS verified by ca with one, and mTLS
-// when a client certificate and key are given too.
-func ClientCredentials(ca, cert, key string) (credentials.TransportCredentials, error) {
-	if ca == "" {
-		if cert != "" || key != "" {
-			return nil, errors.New("--tls-cert and --tls-key need --tls-ca")
-		}
-		return insecure.NewCredentials(), nil
-	}
-	pem, err := os.ReadFile(ca)
-	if err != nil {
-		return nil, fmt.Errorf("--tls-ca: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("--tls-ca %s: no PEM certificate found", ca)
-	}
-	tc := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	switch {
-	case cert != "" && key != "":
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			return nil, fmt.Errorf("client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{pair}
-	case cert != "" || key != "":
-		return nil, errors.New("--tls-cert and --tls-key go together")
-	}
-	return credentials.NewTLS(tc), nil
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,6 +31,7 @@ import (
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	ipamclient "github.com/nephio-project/ipam/service/client"
 	"github.com/nephio-project/ipam/service/controllers"
 	"github.com/nephio-project/ipam/service/server"
 	"github.com/nephio-project/ipam/service/server/servertest"
@@ -158,18 +158,20 @@ func startServer(addr, dataDir string, logTo io.Writer, certs ...servertest.Cert
 		Store:    "file",
 		Logger:   slog.New(slog.NewTextHandler(logTo, nil)).With("component", "ipam-server", "addr", lis.Addr().String()),
 	}
-	creds := insecure.NewCredentials()
+	cc := ipamclient.Config{Server: lis.Addr().String()}
 	if len(certs) > 0 {
 		c := certs[0]
 		cfg.TLSCert, cfg.TLSKey, cfg.ClientCA = c.ServerCert, c.ServerKey, c.CA
-		if creds, err = controllers.ClientCredentials(c.CA, c.ClientCert, c.ClientKey); err != nil {
-			return nil, err
-		}
+		cc.CA, cc.Cert, cc.Key = c.CA, c.ClientCert, c.ClientKey
+	}
+	dial, err := ipamclient.DialOptions(cc)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- server.Run(ctx, cfg) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(creds))
+	conn, err := grpc.NewClient(lis.Addr().String(), dial...)
 	if err != nil {
 		cancel()
 		return nil, errors.Join(err, <-done)

@@ -6,8 +6,6 @@ package ctl
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,12 +15,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
-	"github.com/nephio-project/ipam/service/grpcopt"
+	ipamclient "github.com/nephio-project/ipam/service/client"
 )
 
 // DefaultServer is the server address when neither --server nor
@@ -64,6 +60,7 @@ type globals struct {
 	tlsCA   string
 	tlsCert string
 	tlsKey  string
+	token   string
 	output  string
 	timeout time.Duration
 }
@@ -77,6 +74,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.tlsCA, "tls-ca", "", "PEM file of the CA that signed the server certificate (enables TLS)")
 	fs.StringVar(&g.tlsCert, "tls-cert", "", "PEM file of the client certificate (mTLS; enables TLS)")
 	fs.StringVar(&g.tlsKey, "tls-key", "", "PEM file of the client key (mTLS)")
+	fs.StringVar(&g.token, "token-file", "", "file holding a bearer token that identifies you to ipam-server (sent over TLS or to loopback only)")
 	fs.StringVar(&g.output, "o", "table", "output format: table, yaml or json")
 	fs.StringVar(&g.output, "output", "table", "output format: table, yaml or json")
 	fs.DurationVar(&g.timeout, "timeout", 30*time.Second, "timeout of the call")
@@ -194,38 +192,23 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// dial connects to the server: plaintext, or TLS when a CA or client
-// certificate is given.
+// ctlFlags names each client setting as ipamctl's flags do.
+var ctlFlags = map[ipamclient.Option]string{
+	ipamclient.OptServer: "--server",
+	ipamclient.OptCA:     "--tls-ca",
+	ipamclient.OptCert:   "--tls-cert",
+	ipamclient.OptKey:    "--tls-key",
+	ipamclient.OptToken:  "--token-file",
+}
+
+// dial connects to the server (see package client for the TLS and token
+// rules).
 func dial(g globals) (*grpc.ClientConn, error) {
-	creds := insecure.NewCredentials()
-	if g.tlsCA != "" || g.tlsCert != "" || g.tlsKey != "" {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12}
-		if g.tlsCA != "" {
-			pem, err := os.ReadFile(g.tlsCA)
-			if err != nil {
-				return nil, fmt.Errorf("--tls-ca: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--tls-ca %s: no PEM certificate found", g.tlsCA)
-			}
-			tc.RootCAs = pool
-		}
-		if g.tlsCert != "" || g.tlsKey != "" {
-			if g.tlsCert == "" || g.tlsKey == "" {
-				return nil, errors.New("--tls-cert and --tls-key go together")
-			}
-			cert, err := tls.LoadX509KeyPair(g.tlsCert, g.tlsKey)
-			if err != nil {
-				return nil, fmt.Errorf("client certificate: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
-		creds = credentials.NewTLS(tc)
+	conn, err := ipamclient.Dial(ipamclient.Config{Server: g.server, CA: g.tlsCA, Cert: g.tlsCert, Key: g.tlsKey,
+		TokenFile: g.token, UserAgent: "ipamctl"})
+	var oe *ipamclient.OptionError
+	if errors.As(err, &oe) {
+		return nil, fmt.Errorf("%s: %w", ctlFlags[oe.Option], oe.Err)
 	}
-	conn, err := grpc.NewClient(g.server, append(grpcopt.DialOptions(), grpc.WithTransportCredentials(creds))...)
-	if err != nil {
-		return nil, fmt.Errorf("--server %s: %w", g.server, err)
-	}
-	return conn, nil
+	return conn, err
 }

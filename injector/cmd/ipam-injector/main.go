@@ -28,6 +28,7 @@ func main() {
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM file of the CA that signed ipam-server's certificate (enables TLS)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM client certificate for mTLS")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM client key for mTLS")
+	fs.StringVar(&cfg.TokenFile, "token-file", "", "file holding the bearer token that identifies the injector to ipam-server (sent over TLS or to loopback only)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "bound of each ipam-server call (default 10s)")
 	fs.DurationVar(&cfg.GCInterval, "gc-interval", 0, "how often allocations of deleted packages are released (default 1m)")
 	_ = fs.Parse(os.Args[1:])
