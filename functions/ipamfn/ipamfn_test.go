@@ -3,12 +3,15 @@ package ipamfn_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/functions/ipamfn"
@@ -351,6 +354,53 @@ func TestFunctionTLS(t *testing.T) {
 	rl = &fn.ResourceList{Items: items(t, "Kptfile", kptfile, "resources.yaml", seed), FunctionConfig: configMap(t, cfg)}
 	if ok, err := (ipamfn.Function{}).Process(rl); ok || err == nil || len(rl.Results) != 1 {
 		t.Fatalf("no client cert: ok %v, err %v, results %v", ok, err, rl.Results)
+	}
+}
+
+// TestFunctionOwnerNotGranted: a package that names another package as
+// its owner (data.owner) is refused when the function's identity may not
+// change that owner, and the other package's allocations stay.
+func TestFunctionOwnerNotGranted(t *testing.T) {
+	dir := t.TempDir()
+	certs := servertest.WriteCerts(t, dir)
+	policy := dir + "/policy.yaml"
+	if err := os.WriteFile(policy, []byte(`apiVersion: ipam.nephio.org/v1alpha1
+kind: AuthorizationPolicy
+rules:
+- identities: [cn:ipamctl]
+  owners: [seed-pkg]
+  networkInstances: ["*"]
+  write: true
+  read: true
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := servertest.Start(t, server.Config{TLSCert: certs.ServerCert, TLSKey: certs.ServerKey, ClientCA: certs.CA, AuthzPolicy: policy}, false)
+	cfg := map[string]string{"server": srv.Addr, "tlsCA": certs.CA, "tlsCert": certs.ClientCert, "tlsKey": certs.ClientKey}
+	rl := &fn.ResourceList{Items: items(t, "Kptfile", kptfile, "resources.yaml", seed), FunctionConfig: configMap(t, cfg)}
+	if ok, err := (ipamfn.Function{}).Process(rl); !ok || err != nil {
+		t.Fatalf("own package: ok %v, err %v, results %v", ok, err, rl.Results)
+	}
+	// The same identity renders a copy claiming owner other-package: refused,
+	// and seed-pkg keeps its allocations.
+	cfg["owner"] = "other-package"
+	objs := items(t, "Kptfile", kptfile, "resources.yaml", seed)
+	before := snapshot(objs)
+	rl = &fn.ResourceList{Items: objs, FunctionConfig: configMap(t, cfg)}
+	ok, err := (ipamfn.Function{}).Process(rl)
+	if ok || err == nil || len(rl.Results) != 1 || !strings.Contains(rl.Results[0].Message, "PermissionDenied") {
+		t.Fatalf("other owner: ok %v, err %v, results %v", ok, err, rl.Results)
+	}
+	if !strings.Contains(rl.Results[0].Message, `"cn:ipamctl"`) || !strings.Contains(rl.Results[0].Message, `"other-package"`) {
+		t.Errorf("the result does not name the identity and owner: %s", rl.Results[0].Message)
+	}
+	if strings.Join(snapshot(objs), "\n") != strings.Join(before, "\n") {
+		t.Error("items changed although the Sync was refused")
+	}
+	c := srv.Dial(t, grpc.WithTransportCredentials(credentials.NewTLS(certs.ClientTLS(t, true))))
+	resp, err := ipamv1.NewIPAMClient(c).List(context.Background(), &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION, Owner: "seed-pkg"})
+	if err != nil || len(resp.GetObjects()) != 3 {
+		t.Fatalf("seed-pkg's allocations after the refused render: %v, %v", resp, err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/service/server/authz"
 )
 
 // ErrUnavailable marks a failure of the durable store (or of a dependency
@@ -52,6 +53,7 @@ func codeOf(err error) codes.Code {
 		code     codes.Code
 	}{
 		{ErrUnavailable, codes.Unavailable},
+		{authz.ErrDenied, codes.PermissionDenied},
 		{ipam.ErrStale, codes.Unavailable},
 		{ipam.ErrInvalid, codes.InvalidArgument},
 		{ipam.ErrNotFound, codes.NotFound},

@@ -23,6 +23,7 @@ import (
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/grpcopt"
 	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/service/server/authz"
 )
 
 // DefaultShutdownTimeout bounds how long a graceful shutdown waits for
@@ -48,6 +49,9 @@ type Config struct {
 	// TLSCert and TLSKey are PEM files of the server certificate; with
 	// ClientCA, clients must present a certificate signed by it (mTLS).
 	TLSCert, TLSKey, ClientCA string
+	// AuthzPolicy is the authorization policy file; empty: every caller
+	// may change every owner's objects (see package authz).
+	AuthzPolicy string
 	// MetricsAddr serves Prometheus metrics on /metrics; empty: off.
 	MetricsAddr string
 	// LogFormat is "json" (default) or "text"; LogLevel is debug, info,
@@ -147,36 +151,46 @@ func durationText(_ []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// serverTLS loads the server certificate and, with a client CA, requires
-// and verifies client certificates.
-func serverTLS(cfg Config) (*tls.Config, error) {
+// serverTLS loads the server certificate and, with a client CA, asks
+// for client certificates and returns the pool that verifies them. The
+// handshake accepts any certificate (or none): every call is then
+// refused by the authenticator, with the reason, unless its certificate
+// verifies against the pool, so that a refused client learns why.
+func serverTLS(cfg Config) (*tls.Config, *x509.CertPool, error) {
 	if cfg.TLSCert == "" && cfg.TLSKey == "" {
 		if cfg.ClientCA != "" {
-			return nil, errors.New("--client-ca needs --tls-cert and --tls-key")
+			return nil, nil, errors.New("--client-ca needs --tls-cert and --tls-key")
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
 	if cfg.TLSCert == "" || cfg.TLSKey == "" {
-		return nil, errors.New("--tls-cert and --tls-key go together")
+		return nil, nil, errors.New("--tls-cert and --tls-key go together")
 	}
 	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 	if err != nil {
-		return nil, fmt.Errorf("server certificate: %w", err)
+		return nil, nil, fmt.Errorf("server certificate: %w", err)
 	}
 	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if cfg.ClientCA != "" {
-		pem, err := os.ReadFile(cfg.ClientCA)
-		if err != nil {
-			return nil, fmt.Errorf("client CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("client CA %s: no PEM certificate found", cfg.ClientCA)
-		}
-		tc.ClientCAs = pool
-		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	if cfg.ClientCA == "" {
+		return tc, nil, nil
 	}
-	return tc, nil
+	pem, err := os.ReadFile(cfg.ClientCA)
+	if err != nil {
+		return nil, nil, fmt.Errorf("client CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, nil, fmt.Errorf("client CA %s: no PEM certificate found", cfg.ClientCA)
+	}
+	tc.ClientAuth = tls.RequestClientCert
+	return tc, pool, nil
+}
+
+// loopbackOnly reports whether lis accepts connections from this host
+// only.
+func loopbackOnly(lis net.Listener) bool {
+	ap, err := netip.ParseAddrPort(lis.Addr().String())
+	return err == nil && ap.Addr().IsLoopback()
 }
 
 // Run serves the IPAM gRPC service until ctx is cancelled: it opens the
@@ -191,9 +205,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			return err
 		}
 	}
-	tlsConf, err := serverTLS(cfg)
+	tlsConf, clientCAs, err := serverTLS(cfg)
 	if err != nil {
 		return err
+	}
+	var policy *authz.Policy
+	if cfg.AuthzPolicy != "" {
+		if policy, err = authz.Load(cfg.AuthzPolicy); err != nil {
+			return err
+		}
 	}
 	store, err := openStore(cfg, log)
 	if err != nil {
@@ -219,6 +239,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	a := ipam.New(allocOpts...)
 	metrics := NewMetrics(a, hub)
 	svc := NewService(a, hub, metrics)
+	svc.policy = policy
 
 	lis := cfg.Listener
 	if lis == nil {
@@ -227,10 +248,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}
 	calls := &callGate{metrics: metrics, log: log}
-	unary := append([]grpc.UnaryServerInterceptor{calls.unary}, cfg.UnaryInterceptors...)
+	unary := []grpc.UnaryServerInterceptor{calls.unary}
+	stream := []grpc.StreamServerInterceptor{calls.stream}
+	if clientCAs != nil || policy != nil {
+		auth := &authenticator{clientCAs: clientCAs, policy: policy, log: log, certs: map[[32]byte]verified{}}
+		unary, stream = append(unary, auth.unary), append(stream, auth.stream)
+	}
+	unary = append(unary, cfg.UnaryInterceptors...)
 	opts := append(grpcopt.ServerOptions(),
 		grpc.ChainUnaryInterceptor(unary...),
-		grpc.StreamInterceptor(calls.stream))
+		grpc.ChainStreamInterceptor(stream...))
 	if tlsConf != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
 	}
@@ -250,7 +277,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(lis) }()
-	log.Info("serving", "addr", lis.Addr().String(), "tls", tlsConf != nil, "mtls", cfg.ClientCA != "", "store", storeName(cfg))
+	log.Info("serving", "addr", lis.Addr().String(), "tls", tlsConf != nil, "mtls", cfg.ClientCA != "", "authz_policy", cfg.AuthzPolicy, "store", storeName(cfg))
+	if policy == nil && !loopbackOnly(lis) {
+		log.Warn("no --authz-policy: every client that reaches this address may change and release every owner's objects", "addr", lis.Addr().String())
+	}
 
 	var metricsSrv *http.Server
 	if cfg.MetricsAddr != "" || cfg.MetricsListener != nil {

@@ -2,9 +2,11 @@ package server_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -95,32 +97,54 @@ func TestTLS(t *testing.T) {
 	wantStatus(t, err, codes.Unavailable, "")
 }
 
-// TestMTLS requires client certificates signed by the client CA.
+// TestMTLS requires client certificates signed by the client CA on every
+// call, health included, and tells a refused client why.
 func TestMTLS(t *testing.T) {
 	certs := servertest.WriteCerts(t, t.TempDir())
 	other := servertest.WriteCerts(t, t.TempDir()) // another CA
-	ts := startServer(t, server.Config{TLSCert: certs.ServerCert, TLSKey: certs.ServerKey, ClientCA: certs.CA})
+	var logs syncBuffer
+	ts := startServer(t, server.Config{TLSCert: certs.ServerCert, TLSKey: certs.ServerKey, ClientCA: certs.CA,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 
 	conn := ts.Dial(t, grpc.WithTransportCredentials(credentials.NewTLS(certs.ClientTLS(t, true))))
 	seed(t, ipamv1.NewIPAMClient(conn))
 
-	for name, tlsConf := range map[string]func() grpc.DialOption{
-		"no client certificate": func() grpc.DialOption {
-			return grpc.WithTransportCredentials(credentials.NewTLS(certs.ClientTLS(t, false)))
-		},
-		"certificate of another CA": func() grpc.DialOption {
+	expiredCert, expiredKey := certs.WriteClient(t, "expired", servertest.ClientCert{CommonName: "old-client", NotAfter: time.Now().Add(-time.Hour)})
+	for _, tc := range []struct {
+		name, reason string
+		tls          func() *tls.Config
+	}{
+		{"no client certificate", "no client certificate was presented", func() *tls.Config { return certs.ClientTLS(t, false) }},
+		{"certificate of another CA", "signed by unknown authority", func() *tls.Config {
 			c := other.ClientTLS(t, true)
 			c.RootCAs = certs.ClientTLS(t, false).RootCAs // trusts the server, presents a foreign cert
-			return grpc.WithTransportCredentials(credentials.NewTLS(c))
-		},
+			return c
+		}},
+		{"expired certificate", "expired", func() *tls.Config {
+			c := certs.ClientTLS(t, false)
+			pair, err := tls.LoadX509KeyPair(expiredCert, expiredKey)
+			must(t, err)
+			c.Certificates = []tls.Certificate{pair}
+			return c
+		}},
 	} {
-		conn, err := grpc.NewClient(ts.Addr, tlsConf())
-		must(t, err)
-		_, err = ipamv1.NewIPAMClient(conn).List(context.Background(), &ipamv1.ListRequest{Kind: niKind})
-		conn.Close()
-		if status.Code(err) != codes.Unavailable {
-			t.Errorf("%s: List = %v, want Unavailable (handshake refused)", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := grpc.NewClient(ts.Addr, grpc.WithTransportCredentials(credentials.NewTLS(tc.tls())))
+			must(t, err)
+			defer conn.Close()
+			_, err = ipamv1.NewIPAMClient(conn).List(context.Background(), &ipamv1.ListRequest{Kind: niKind})
+			st := status.Convert(err)
+			if st.Code() != codes.Unauthenticated || !strings.Contains(st.Message(), tc.reason) {
+				t.Fatalf("List = %v, want Unauthenticated saying %q", err, tc.reason)
+			}
+			_, err = healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+			if status.Code(err) != codes.Unauthenticated {
+				t.Fatalf("health without a valid certificate = %v, want Unauthenticated", err)
+			}
+			if !strings.Contains(logs.String(), tc.reason) || !strings.Contains(logs.String(), "refused a caller") {
+				t.Errorf("the server log does not name the refusal %q:\n%s", tc.reason, logs.String())
+			}
+		})
 	}
 }
 

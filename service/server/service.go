@@ -3,11 +3,14 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"google.golang.org/grpc"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/service/server/authz"
 )
 
 // Service is the ipam.v1.IPAM gRPC service over an allocator. Every error
@@ -17,7 +20,8 @@ type Service struct {
 
 	a       *ipam.Allocator
 	hub     *Hub
-	metrics *Metrics // may be nil
+	metrics *Metrics      // may be nil
+	policy  *authz.Policy // nil: every caller may do everything
 }
 
 // NewService returns the service over a; hub feeds Watch (it must be a's
@@ -29,13 +33,16 @@ func NewService(a *ipam.Allocator, hub *Hub, metrics *Metrics) *Service {
 var _ ipamv1.IPAMServer = (*Service)(nil)
 
 // CreateNetworkInstance creates or updates a network instance.
-func (s *Service) CreateNetworkInstance(_ context.Context, req *ipamv1.CreateNetworkInstanceRequest) (*ipamv1.CreateNetworkInstanceResponse, error) {
+func (s *Service) CreateNetworkInstance(ctx context.Context, req *ipamv1.CreateNetworkInstanceRequest) (*ipamv1.CreateNetworkInstanceResponse, error) {
 	if req.GetNetworkInstance() == nil {
 		return nil, toStatus(invalidRequest("network_instance", "is required"))
 	}
 	ni, err := networkInstanceFromProto(req.GetNetworkInstance())
 	if err == nil {
 		err = checkName(ipam.ObjNetworkInstance, ni.Key)
+	}
+	if err == nil {
+		err = s.allowWrite(ctx, ni.Key.Owner, ni.Key.Name)
 	}
 	if err == nil {
 		err = s.a.CreateNetworkInstance(ni)
@@ -47,18 +54,21 @@ func (s *Service) CreateNetworkInstance(_ context.Context, req *ipamv1.CreateNet
 }
 
 // DeleteNetworkInstance deletes an empty network instance.
-func (s *Service) DeleteNetworkInstance(_ context.Context, req *ipamv1.DeleteRequest) (*ipamv1.DeleteResponse, error) {
-	return s.delete(req, ipam.ObjNetworkInstance, s.a.DeleteNetworkInstance)
+func (s *Service) DeleteNetworkInstance(ctx context.Context, req *ipamv1.DeleteRequest) (*ipamv1.DeleteResponse, error) {
+	return s.delete(ctx, req, ipam.ObjNetworkInstance, s.a.DeleteNetworkInstance, func(k ipam.Key) string { return k.Name })
 }
 
 // CreatePrefix creates or updates an IPPrefix.
-func (s *Service) CreatePrefix(_ context.Context, req *ipamv1.CreatePrefixRequest) (*ipamv1.CreatePrefixResponse, error) {
+func (s *Service) CreatePrefix(ctx context.Context, req *ipamv1.CreatePrefixRequest) (*ipamv1.CreatePrefixResponse, error) {
 	if req.GetPrefix() == nil {
 		return nil, toStatus(invalidRequest("prefix", "is required"))
 	}
 	p, err := prefixFromProto(req.GetPrefix())
 	if err == nil {
 		err = checkName(ipam.ObjPrefix, p.Key)
+	}
+	if err == nil {
+		err = s.allowWrite(ctx, p.Key.Owner, p.NetworkInstance, s.prefixVRF(p.Key))
 	}
 	var res ipam.Result
 	if err == nil {
@@ -71,18 +81,21 @@ func (s *Service) CreatePrefix(_ context.Context, req *ipamv1.CreatePrefixReques
 }
 
 // DeletePrefix deletes an IPPrefix with no children or allocations.
-func (s *Service) DeletePrefix(_ context.Context, req *ipamv1.DeleteRequest) (*ipamv1.DeleteResponse, error) {
-	return s.delete(req, ipam.ObjPrefix, s.a.DeletePrefix)
+func (s *Service) DeletePrefix(ctx context.Context, req *ipamv1.DeleteRequest) (*ipamv1.DeleteResponse, error) {
+	return s.delete(ctx, req, ipam.ObjPrefix, s.a.DeletePrefix, s.prefixVRF)
 }
 
 // CreateRange creates or replaces an IP range.
-func (s *Service) CreateRange(_ context.Context, req *ipamv1.CreateRangeRequest) (*ipamv1.CreateRangeResponse, error) {
+func (s *Service) CreateRange(ctx context.Context, req *ipamv1.CreateRangeRequest) (*ipamv1.CreateRangeResponse, error) {
 	if req.GetRange() == nil {
 		return nil, toStatus(invalidRequest("range", "is required"))
 	}
 	r, err := rangeFromProto(req.GetRange())
 	if err == nil {
 		err = checkName(ipam.ObjRange, r.Key)
+	}
+	if err == nil {
+		err = s.allowWrite(ctx, r.Key.Owner, r.NetworkInstance, s.rangeVRF(r.Key))
 	}
 	if err == nil {
 		err = s.a.CreateRange(r)
@@ -94,18 +107,21 @@ func (s *Service) CreateRange(_ context.Context, req *ipamv1.CreateRangeRequest)
 }
 
 // DeleteRange deletes an IP range with no allocations.
-func (s *Service) DeleteRange(_ context.Context, req *ipamv1.DeleteRequest) (*ipamv1.DeleteResponse, error) {
-	return s.delete(req, ipam.ObjRange, s.a.DeleteRange)
+func (s *Service) DeleteRange(ctx context.Context, req *ipamv1.DeleteRequest) (*ipamv1.DeleteResponse, error) {
+	return s.delete(ctx, req, ipam.ObjRange, s.a.DeleteRange, s.rangeVRF)
 }
 
 // Allocate allocates an address, a block or a sub-prefix.
-func (s *Service) Allocate(_ context.Context, req *ipamv1.AllocateRequest) (*ipamv1.AllocateResponse, error) {
+func (s *Service) Allocate(ctx context.Context, req *ipamv1.AllocateRequest) (*ipamv1.AllocateResponse, error) {
 	if req.GetAllocation() == nil {
 		return nil, toStatus(invalidRequest("allocation", "is required"))
 	}
 	r, err := allocationFromProto(req.GetAllocation())
 	if err == nil {
 		err = checkName(ipam.ObjAllocation, r.Key)
+	}
+	if err == nil && s.policy != nil {
+		err = s.allowWrite(ctx, r.Key.Owner, allocVRF(r), s.allocationVRF(r.Key))
 	}
 	var res ipam.Result
 	if err == nil {
@@ -118,13 +134,18 @@ func (s *Service) Allocate(_ context.Context, req *ipamv1.AllocateRequest) (*ipa
 }
 
 // Release releases an allocation.
-func (s *Service) Release(_ context.Context, req *ipamv1.DeleteRequest) (*ipamv1.DeleteResponse, error) {
-	return s.delete(req, ipam.ObjAllocation, s.a.Release)
+func (s *Service) Release(ctx context.Context, req *ipamv1.DeleteRequest) (*ipamv1.DeleteResponse, error) {
+	return s.delete(ctx, req, ipam.ObjAllocation, s.a.Release, s.allocationVRF)
 }
 
-func (s *Service) delete(req *ipamv1.DeleteRequest, obj string, del func(ipam.Key) error) (*ipamv1.DeleteResponse, error) {
+// delete deletes the object of req's key with del, once the caller may
+// change its owner in the network instance vrf names it in.
+func (s *Service) delete(ctx context.Context, req *ipamv1.DeleteRequest, obj string, del func(ipam.Key) error, vrf func(ipam.Key) string) (*ipamv1.DeleteResponse, error) {
 	key := keyFromProto(req.GetKey())
 	err := checkName(obj, key)
+	if err == nil && s.policy != nil {
+		err = s.allowWrite(ctx, key.Owner, vrf(key))
+	}
 	if err == nil {
 		err = del(key)
 	}
@@ -160,7 +181,10 @@ func checkFilter(networkInstance, owner string, labels map[string]string) error 
 
 // Get returns one object. For network instances only key.name matters;
 // for the other kinds an empty key.owner matches any owner.
-func (s *Service) Get(_ context.Context, req *ipamv1.GetRequest) (*ipamv1.GetResponse, error) {
+func (s *Service) Get(ctx context.Context, req *ipamv1.GetRequest) (*ipamv1.GetResponse, error) {
+	if err := s.allowRead(ctx); err != nil {
+		return nil, toStatus(err)
+	}
 	key := keyFromProto(req.GetKey())
 	obj := &ipamv1.Object{}
 	var err error
@@ -203,7 +227,10 @@ func (s *Service) Get(_ context.Context, req *ipamv1.GetRequest) (*ipamv1.GetRes
 }
 
 // List returns objects of one kind, filtered and paged.
-func (s *Service) List(_ context.Context, req *ipamv1.ListRequest) (*ipamv1.ListResponse, error) {
+func (s *Service) List(ctx context.Context, req *ipamv1.ListRequest) (*ipamv1.ListResponse, error) {
+	if err := s.allowRead(ctx); err != nil {
+		return nil, toStatus(err)
+	}
 	resp, err := s.list(req)
 	if err != nil {
 		return nil, toStatus(err)
@@ -212,7 +239,7 @@ func (s *Service) List(_ context.Context, req *ipamv1.ListRequest) (*ipamv1.List
 }
 
 // Sync applies the whole desired set of one owner atomically.
-func (s *Service) Sync(_ context.Context, req *ipamv1.SyncRequest) (*ipamv1.SyncResponse, error) {
+func (s *Service) Sync(ctx context.Context, req *ipamv1.SyncRequest) (*ipamv1.SyncResponse, error) {
 	n := len(req.GetNetworkInstances()) + len(req.GetPrefixes()) + len(req.GetRanges()) + len(req.GetAllocations())
 	if s.metrics != nil {
 		s.metrics.syncItems.Add(float64(n))
@@ -230,6 +257,9 @@ func (s *Service) Sync(_ context.Context, req *ipamv1.SyncRequest) (*ipamv1.Sync
 	if err == nil {
 		sreq, err = syncRequestFromProto(req)
 	}
+	if err == nil && s.policy != nil {
+		err = s.allowWrite(ctx, sreq.Owner, s.syncVRFs(ctx, sreq)...)
+	}
 	var res ipam.SyncResult
 	if err == nil {
 		res, err = s.a.Sync(sreq)
@@ -244,7 +274,10 @@ func (s *Service) Sync(_ context.Context, req *ipamv1.SyncRequest) (*ipamv1.Sync
 // client goes away, the server shuts down (Unavailable) or the client falls
 // behind (ResourceExhausted).
 func (s *Service) Watch(req *ipamv1.WatchRequest, stream grpc.ServerStreamingServer[ipamv1.WatchEvent]) error {
-	err := checkFilter(req.GetNetworkInstance(), req.GetOwner(), nil)
+	err := s.allowRead(stream.Context())
+	if err == nil {
+		err = checkFilter(req.GetNetworkInstance(), req.GetOwner(), nil)
+	}
 	var sub *Subscription
 	if err == nil {
 		sub, err = s.hub.Subscribe(req.GetNetworkInstance(), req.GetOwner())
@@ -274,7 +307,10 @@ func (s *Service) Watch(req *ipamv1.WatchRequest, stream grpc.ServerStreamingSer
 }
 
 // Tree returns a network instance's prefix hierarchy with utilization.
-func (s *Service) Tree(_ context.Context, req *ipamv1.TreeRequest) (*ipamv1.TreeResponse, error) {
+func (s *Service) Tree(ctx context.Context, req *ipamv1.TreeRequest) (*ipamv1.TreeResponse, error) {
+	if err := s.allowRead(ctx); err != nil {
+		return nil, toStatus(err)
+	}
 	if req.GetNetworkInstance() == "" {
 		return nil, toStatus(invalidRequest("network_instance", "is required"))
 	}
@@ -286,4 +322,98 @@ func (s *Service) Tree(_ context.Context, req *ipamv1.TreeRequest) (*ipamv1.Tree
 		return nil, toStatus(err)
 	}
 	return treeToProto(nodes), nil
+}
+
+// allowWrite refuses, with an error wrapping authz.ErrDenied, a caller
+// that may not change owner's objects in each of vrfs ("" entries are
+// skipped; with none, the owner alone is checked).
+func (s *Service) allowWrite(ctx context.Context, owner string, vrfs ...string) error {
+	if s.policy == nil {
+		return nil
+	}
+	vrfs = slices.DeleteFunc(slices.Compact(vrfs), func(v string) bool { return v == "" })
+	return s.policy.Write(principalOf(ctx), owner, vrfs)
+}
+
+// allowRead refuses a caller that may not read.
+func (s *Service) allowRead(ctx context.Context) error {
+	if s.policy == nil {
+		return nil
+	}
+	return s.policy.Read(principalOf(ctx))
+}
+
+// prefixVRF, rangeVRF and allocationVRF name the network instance the
+// object of key lives in now ("" when it does not exist).
+func (s *Service) prefixVRF(key ipam.Key) string {
+	if s.policy == nil {
+		return ""
+	}
+	rec, err := s.a.GetPrefix(key)
+	if err != nil {
+		return ""
+	}
+	return rec.Prefix.NetworkInstance
+}
+
+func (s *Service) rangeVRF(key ipam.Key) string {
+	if s.policy == nil {
+		return ""
+	}
+	r, err := s.a.GetRange(key)
+	if err != nil {
+		return ""
+	}
+	return r.NetworkInstance
+}
+
+func (s *Service) allocationVRF(key ipam.Key) string {
+	rec, err := s.a.GetAllocation(key)
+	if err != nil {
+		return ""
+	}
+	return rec.Result.NetworkInstance
+}
+
+// allocVRF is the network instance an allocation request names.
+func allocVRF(r ipam.Allocation) string {
+	if r.NetworkInstance != "" {
+		return r.NetworkInstance
+	}
+	return r.Selector[ipam.LabelNetworkInstance]
+}
+
+// syncVRFs lists the network instances a Sync may change: the ones its
+// objects name and, when it prunes and the caller's grant is not for
+// every network instance, the ones the owner holds objects in.
+func (s *Service) syncVRFs(ctx context.Context, req ipam.SyncRequest) []string {
+	set := map[string]struct{}{}
+	for _, ni := range req.NetworkInstances {
+		set[ni.Key.Name] = struct{}{}
+	}
+	for _, p := range req.Prefixes {
+		set[p.NetworkInstance] = struct{}{}
+	}
+	for _, r := range req.Ranges {
+		set[r.NetworkInstance] = struct{}{}
+	}
+	for _, r := range req.Allocations {
+		set[allocVRF(r)] = struct{}{}
+	}
+	if req.Prune && !s.policy.AllNetworkInstances(principalOf(ctx), req.Owner) {
+		f := ipam.Filter{Owner: req.Owner}
+		for _, ni := range s.a.ListNetworkInstances(f) {
+			set[ni.Key.Name] = struct{}{}
+		}
+		for _, p := range s.a.ListPrefixes(f) {
+			set[p.Prefix.NetworkInstance] = struct{}{}
+		}
+		for _, r := range s.a.ListRanges(f) {
+			set[r.NetworkInstance] = struct{}{}
+		}
+		for _, r := range s.a.ListAllocations(f) {
+			set[r.Result.NetworkInstance] = struct{}{}
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
 }

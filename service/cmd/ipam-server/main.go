@@ -29,6 +29,7 @@ func main() {
 	flag.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM file of the server certificate (enables TLS)")
 	flag.StringVar(&cfg.TLSKey, "tls-key", "", "PEM file of the server key")
 	flag.StringVar(&cfg.ClientCA, "client-ca", "", "PEM file of the CA of client certificates (requires and verifies them: mTLS)")
+	flag.StringVar(&cfg.AuthzPolicy, "authz-policy", "", "authorization policy file: which client identities (certificate names, tokens) may change which owners in which network instances, and read (empty: everyone may do everything)")
 	flag.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (empty: off)")
 	flag.StringVar(&cfg.LogFormat, "log-format", "json", "log format: json or text")
 	flag.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn or error")

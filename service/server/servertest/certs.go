@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -23,6 +24,10 @@ type Certs struct {
 	CA                    string
 	ServerCert, ServerKey string
 	ClientCert, ClientKey string
+
+	dir    string
+	caKey  *ecdsa.PrivateKey
+	caCert *x509.Certificate
 }
 
 // WriteCerts makes a fresh CA, server and client certificate in dir.
@@ -33,6 +38,7 @@ func WriteCerts(t testing.TB, dir string) Certs {
 		CA:         filepath.Join(dir, "ca.pem"),
 		ServerCert: filepath.Join(dir, "server.pem"), ServerKey: filepath.Join(dir, "server-key.pem"),
 		ClientCert: filepath.Join(dir, "client.pem"), ClientKey: filepath.Join(dir, "client-key.pem"),
+		dir: dir, caKey: caKey, caCert: caCert,
 	}
 	writePEM(t, c.CA, "CERTIFICATE", caCert.Raw)
 	writeLeaf(t, caKey, caCert, c.ServerCert, c.ServerKey, &x509.Certificate{
@@ -46,6 +52,39 @@ func WriteCerts(t testing.TB, dir string) Certs {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})
 	return c
+}
+
+// ClientCert describes a client certificate WriteClient makes.
+type ClientCert struct {
+	CommonName string
+	URIs       []string  // URI SANs, e.g. a SPIFFE id
+	DNSNames   []string  // DNS SANs
+	NotAfter   time.Time // zero: a day from now
+}
+
+// WriteClient makes a client certificate signed by c's CA and returns its
+// certificate and key files.
+func (c Certs) WriteClient(t testing.TB, name string, cc ClientCert) (cert, key string) {
+	t.Helper()
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: cc.CommonName},
+		DNSNames:    cc.DNSNames,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	for _, u := range cc.URIs {
+		pu, err := url.Parse(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.URIs = append(tmpl.URIs, pu)
+	}
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
+	if !cc.NotAfter.IsZero() {
+		tmpl.NotBefore, tmpl.NotAfter = cc.NotAfter.Add(-time.Hour), cc.NotAfter
+	}
+	cert, key = filepath.Join(c.dir, name+".pem"), filepath.Join(c.dir, name+"-key.pem")
+	writeLeafAt(t, c.caKey, c.caCert, cert, key, tmpl)
+	return cert, key
 }
 
 // ClientTLS returns a client TLS configuration that trusts c.CA and, with
@@ -99,12 +138,19 @@ func newCA(t testing.TB, name string) (*ecdsa.PrivateKey, *x509.Certificate) {
 
 func writeLeaf(t testing.TB, caKey *ecdsa.PrivateKey, ca *x509.Certificate, certFile, keyFile string, tmpl *x509.Certificate) {
 	t.Helper()
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
+	writeLeafAt(t, caKey, ca, certFile, keyFile, tmpl)
+}
+
+// writeLeafAt writes a leaf certificate valid from tmpl.NotBefore to
+// tmpl.NotAfter.
+func writeLeafAt(t testing.TB, caKey *ecdsa.PrivateKey, ca *x509.Certificate, certFile, keyFile string, tmpl *x509.Certificate) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl.SerialNumber = big.NewInt(serial.Add(1))
-	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
