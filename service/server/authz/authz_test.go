@@ -2,10 +2,14 @@ package authz
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"sigs.k8s.io/yaml"
 )
 
 const head = "apiVersion: ipam.nephio.org/v1alpha1\nkind: AuthorizationPolicy\n"
@@ -128,4 +132,29 @@ func FuzzPattern(f *testing.F) {
 			t.Fatalf("pattern %q on %q: %v, want %v", pat, s, got, want)
 		}
 	})
+}
+
+// TestBlueprintPolicy: the policy the blueprint ships parses and grants
+// each component its owners only.
+func TestBlueprintPolicy(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "blueprints", "ipam", "authz-policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(b, &cm); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Parse([]byte(cm.Data["policy.yaml"]))
+	if err != nil {
+		t.Fatalf("blueprints/ipam/authz-policy.yaml: %v", err)
+	}
+	ctl := Principal{Names: []string{"cn:ipam-controller"}}
+	inj := Principal{Names: []string{"cn:ipam-injector"}}
+	if p.Write(ctl, "k8s", []string{"vpc-1"}) != nil || p.Write(ctl, "repo/pkg", []string{"vpc-1"}) == nil ||
+		p.Write(inj, "repo/pkg", []string{"vpc-1"}) != nil || p.Write(inj, "k8s", []string{"vpc-1"}) == nil {
+		t.Error("the blueprint's policy does not keep the controllers' and the injector's owners apart")
+	}
 }
