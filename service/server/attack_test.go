@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -116,65 +117,121 @@ func TestHostileRequests(t *testing.T) {
 	}
 }
 
-// startServerProcess builds ipam-server and runs it on a loopback port
-// with the file store; it returns its pid and a client.
-func startServerProcess(t *testing.T) (int, ipamv1.IPAMClient) {
-	t.Helper()
+// buildServer builds ipam-server once per test binary.
+var buildServer = sync.OnceValues(func() (string, error) {
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	bin := filepath.Join(t.TempDir(), "ipam-server")
+	dir, err := os.MkdirTemp("", "ipam-server-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "ipam-server")
 	build := exec.Command("go", "build", "-o", bin, "./service/cmd/ipam-server")
 	build.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ipam-server: %v\n%s", err, out)
+		return "", fmt.Errorf("go build ipam-server: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--data-dir", t.TempDir())
-	stderr, err := cmd.StderrPipe()
+	return bin, nil
+})
+
+// serverProcess is ipam-server running as a subprocess.
+type serverProcess struct {
+	cmd    *exec.Cmd
+	client ipamv1.IPAMClient
+	mu     sync.Mutex
+	log    strings.Builder // its stderr
+	done   chan struct{}   // closed when its stderr is drained
+}
+
+// runServer starts ipam-server with args on a loopback port and waits
+// until it serves, or returns the process that exited first (client nil).
+func runServer(t *testing.T, args ...string) *serverProcess {
+	t.Helper()
+	bin, err := buildServer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	p := &serverProcess{cmd: exec.Command(bin, append([]string{"--listen", "127.0.0.1:0"}, args...)...), done: make(chan struct{})}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	})
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.stop(t) })
 	sc := bufio.NewScanner(stderr)
-	var addr string
-	for addr == "" && sc.Scan() {
-		var line struct{ Msg, Addr string }
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
-			addr = line.Addr
-		}
-	}
-	if addr == "" {
-		t.Fatal("ipam-server printed no serving address")
-	}
+	addr := make(chan string, 1)
 	go func() {
+		defer close(p.done)
 		for sc.Scan() {
+			p.mu.Lock()
+			p.log.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
+				addr <- line.Addr
+			}
 		}
 	}()
-	conn, err := grpc.NewClient(addr, append(grpcopt.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
+	select {
+	case a := <-addr:
+		conn, err := grpc.NewClient(a, append(grpcopt.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		p.client = ipamv1.NewIPAMClient(conn)
+	case <-p.done:
+		_ = p.cmd.Wait()
+		return p
 	}
-	t.Cleanup(func() { conn.Close() })
-	c := ipamv1.NewIPAMClient(conn)
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		_, err := c.List(context.Background(), &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE})
+		_, err := p.client.List(context.Background(), &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE})
 		if err == nil {
-			break
+			return p
+		}
+		select {
+		case <-p.done: // it served, then exited (a failed restore)
+			_ = p.cmd.Wait()
+			p.client = nil
+			return p
+		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("ipam-server not ready: %v", err)
+			t.Fatalf("ipam-server not ready: %v\n%s", err, p.output())
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	return cmd.Process.Pid, c
+}
+
+// stop ends the server with SIGTERM and waits for it.
+func (p *serverProcess) stop(t *testing.T) {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.done
+	_ = p.cmd.Wait()
+}
+
+func (p *serverProcess) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// startServerProcess runs ipam-server with the file store in a temporary
+// directory and returns its pid and a client.
+func startServerProcess(t *testing.T) (int, ipamv1.IPAMClient) {
+	t.Helper()
+	p := runServer(t, "--data-dir", t.TempDir())
+	if p.client == nil {
+		t.Fatalf("ipam-server exited: %s", p.output())
+	}
+	return p.cmd.Process.Pid, p.client
 }
 
 // peakRSS is the process's peak resident set size in bytes (VmHWM).

@@ -112,7 +112,7 @@ func (emptyIPAM) Release(context.Context, *ipamv1.DeleteRequest) (*ipamv1.Delete
 // in alternating short rounds (in reverse order every other round).
 // "ratio" is the rate of the real calls as a fraction of the empty-handler
 // calls' (the median of the rounds' ratios, so that bursts of other load
-// on the machine do not decide it; DESIGN.md W4 target ≥ 0.90): what the
+// on the machine do not decide it; W4 target ≥ 0.90): what the
 // IPAM server adds to a call. "ratio-emptypb" compares with a call of an
 // empty message (google.protobuf.Empty) to an empty handler, so it also
 // counts encoding and decoding the IPAM messages. "cpu-ratio" compares the
@@ -190,7 +190,7 @@ func BenchmarkW4Ratio(b *testing.B) {
 // BenchmarkW5DurableAllocsPerSec has 64 clients allocate addresses
 // through the server on the file store with fsync on, and reports
 // acknowledged (durable) allocations per second (metric "allocs/s";
-// DESIGN.md W5 target ≥ 10,000). The clients share one connection
+// W5 target ≥ 10,000). The clients share one connection
 // (conns=1, the goroutines of one controller or injector) or have one
 // each (conns=64, separate processes such as KRM function runs); they dial
 // with grpcopt.DialOptions, as ipam-fn, the injector and the controllers do.

@@ -64,6 +64,10 @@ type Config struct {
 	// SnapshotEvery compacts the file store's log after that many records
 	// (0: the store's default).
 	SnapshotEvery int
+	// RecoverTruncated starts the file store from a log that ends before
+	// the last acknowledged change, logging the lost range; without it
+	// such a store refuses to start.
+	RecoverTruncated bool
 	// NoSync turns fsync off in the file store (benchmarks only: a crash
 	// may lose acknowledged changes).
 	NoSync bool

@@ -15,5 +15,6 @@ func openFileStore(cfg Config, log *slog.Logger) (Store, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("store file: --data-dir is required")
 	}
-	return file.Open(cfg.DataDir, file.Options{Logger: log, NoSync: cfg.NoSync, SnapshotEvery: cfg.SnapshotEvery})
+	return file.Open(cfg.DataDir, file.Options{Logger: log, NoSync: cfg.NoSync, SnapshotEvery: cfg.SnapshotEvery,
+		RecoverTruncated: cfg.RecoverTruncated})
 }

@@ -35,6 +35,7 @@ func main() {
 	flag.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	flag.BoolVar(&cfg.Demo, "demo", false, "seed the demo network instance vpc-1 when the state is empty")
 	flag.IntVar(&cfg.SnapshotEvery, "snapshot-every", 0, "snapshot the store after this many changes (file: records, etcd: log entries; 0: the store's default, <0: never)")
+	flag.BoolVar(&cfg.RecoverTruncated, "recover-truncated", false, "start although the file store's log ends before the last acknowledged change (a cut or deleted file), accepting the loss; the lost range is logged")
 	flag.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long a graceful shutdown waits for in-flight calls")
 	flag.Parse()
 	if flag.NArg() > 0 {

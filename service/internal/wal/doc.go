@@ -26,6 +26,7 @@
 // A data directory holds:
 //
 //	LOCK                                flock(2)ed while a Log is open; holds the owner's PID
+//	ACKED                               the last acknowledged batch (see Acknowledged batches)
 //	00000000000000000001.wal            segments, named by the sequence number of their first batch
 //	snap-00000000000000000042.snap      snapshots, named by the sequence number of the last batch they include
 //	snap-00000000000000000042.snap.tmp  a snapshot being written; removed by Open
@@ -62,6 +63,21 @@
 // batches up to seq deleted (compaction); until then the previous snapshot
 // and its segments remain a complete alternative.
 //
+// # Acknowledged batches
+//
+// ACKED records the highest batch whose Wait returned nil, in two slots
+// written in turn, so that a torn write leaves the other one valid:
+//
+//	slot = magic:"WALACK\x00" version:byte(1) seq:uint64 crc:uint32 pad:uint32   (24 bytes)
+//	crc  = CRC-32C of magic, version and seq
+//
+// The writer updates it after each group commit, once the batches are
+// durable and their waiters released, with one write and no fsync (Close
+// fsyncs it). It never claims more than the log holds; after a power loss
+// it may claim less, which only narrows what Replay can check. A
+// directory without the file (written before it existed) is not checked
+// and gets one.
+//
 // # Recovery
 //
 // Replay uses the newest snapshot whose header, length and checksum are
@@ -79,4 +95,13 @@
 // and one warning is logged with the offset and the reason. Anywhere else it
 // is corruption: Replay fails with an error wrapping ErrCorrupt that names
 // the file and offset, and leaves the files as they are.
+//
+// A torn write is of a batch that was never acknowledged. When the log
+// (after the snapshot) ends before the batch ACKED names — a segment cut
+// at a frame boundary or inside an acknowledged frame, a deleted segment,
+// deleted snapshots and segments — Replay fails with an error wrapping
+// ErrTruncated that names the files, the batch the log ends at and the
+// lost range, and leaves the files as they are. With
+// Options.RecoverTruncated it logs the lost range at error level, goes on
+// from what is left, and resets ACKED, so the next Replay is clean.
 package wal

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // Replay loads the newest valid snapshot, if any, through snapshot, and
@@ -42,6 +43,16 @@ func (l *Log) Replay(snapshot func(r io.Reader) error, record func(payload []byt
 	if err != nil {
 		return err
 	}
+	ack, acked, haveAck, err := openAck(l.dir)
+	if err != nil {
+		return err
+	}
+	replayed := false
+	defer func() {
+		if !replayed {
+			ack.f.Close()
+		}
+	}()
 	snapSeq, err := l.loadSnapshot(snaps, snapshot)
 	if err != nil {
 		return err
@@ -59,7 +70,7 @@ func (l *Log) Replay(snapshot func(r io.Reader) error, record func(payload []byt
 		}
 		return fmt.Errorf("%w: the log starts at batch %d but the newest valid snapshot ends at batch %d", ErrCorrupt, live[0], snapSeq)
 	}
-	r := replayer{log: l, snapSeq: snapSeq, record: record, next: snapSeq + 1}
+	r := replayer{log: l, snapSeq: snapSeq, record: record, next: snapSeq + 1, acked: acked}
 	if len(live) > 0 {
 		r.next = live[0]
 	}
@@ -74,6 +85,21 @@ func (l *Log) Replay(snapshot func(r io.Reader) error, record func(payload []byt
 	}
 
 	last := max(snapSeq, r.next-1)
+	if last < acked {
+		lost := fmt.Sprintf("batches %d-%d", last+1, acked)
+		if !l.recover {
+			return fmt.Errorf("%w: %s acknowledged batches up to %d, but the snapshot and segments in %s end at batch %d (segments %s, snapshot %d): %s are lost. "+
+				"Restore the missing or cut files from a backup, or start with --recover-truncated to accept the loss",
+				ErrTruncated, ackName, acked, l.dir, last, segNames(segs), snapSeq, lost)
+		}
+		l.log.Error("wal: accepting the loss of acknowledged batches (--recover-truncated)", "dir", l.dir, "lost", lost,
+			"first_lost", last+1, "last_lost", acked, "log_ends_at", last)
+	}
+	if !haveAck || last < acked {
+		if err := ack.reset(last, l.fsync); err != nil {
+			return err
+		}
+	}
 	if len(live) == 0 || r.next-1 < snapSeq {
 		// No segment holds the batches after the snapshot: start one.
 		f, err := l.createSegment(last + 1)
@@ -96,6 +122,7 @@ func (l *Log) Replay(snapshot func(r io.Reader) error, record func(payload []byt
 	}
 	l.segs = segs // written before the writer starts
 	l.snapSeq = snapSeq
+	l.ack, replayed = ack, true
 	l.log.Debug("wal: replayed", "dir", l.dir, "snapshot", snapSeq, "batches", r.batches, "last", last)
 
 	l.mu.Lock()
@@ -133,6 +160,7 @@ func (l *Log) list() (segs, snaps []uint64, err error) {
 type replayer struct {
 	log      *Log
 	snapSeq  uint64 // batches up to this one are in the snapshot
+	acked    uint64 // batches up to this one were acknowledged (ACKED)
 	record   func([]byte) error
 	next     uint64 // seq the next frame must have
 	batches  int
@@ -220,6 +248,13 @@ func (r *replayer) segment(path string, last bool) error {
 	if at >= 0 {
 		return fmt.Errorf("%w: %s at offset %d: %s, but a valid frame of batch %d follows at offset %d", ErrCorrupt, path, off, reason, seq, at)
 	}
+	if r.next <= r.acked && !r.log.recover {
+		// Not a torn write: the batch at off was acknowledged. Leave the
+		// file as it is for the operator.
+		return fmt.Errorf("%w: %s at offset %d: %s, but batches %d-%d were acknowledged (%s): the file was cut after they were written. "+
+			"Restore it from a backup, or start with --recover-truncated to accept the loss",
+			ErrTruncated, path, off, reason, r.next, r.acked, ackName)
+	}
 	if err := f.Truncate(off); err != nil {
 		return fmt.Errorf("wal: truncating torn tail of %s: %w", path, err)
 	}
@@ -256,4 +291,16 @@ func findFrame(f *os.File, off, size int64, after uint64) (int64, uint64, error)
 			return off + int64(p), seq, nil
 		}
 	}
+}
+
+// segNames lists segment file names for a message.
+func segNames(segs []uint64) string {
+	if len(segs) == 0 {
+		return "none"
+	}
+	names := make([]string, len(segs))
+	for i, s := range segs {
+		names[i] = segName(s)
+	}
+	return strings.Join(names, ", ")
 }

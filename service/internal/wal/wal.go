@@ -41,6 +41,10 @@ type Options struct {
 	// SegmentBytes is the size after which the log continues in a new
 	// segment file; 0 means DefaultSegmentBytes.
 	SegmentBytes int64
+	// RecoverTruncated makes Replay accept a log that ends before the
+	// last acknowledged batch (ErrTruncated otherwise): it logs the lost
+	// range and goes on from what is left.
+	RecoverTruncated bool
 }
 
 // Log is an open write-ahead log in a data directory. Its methods are safe
@@ -51,6 +55,7 @@ type Log struct {
 	log      *slog.Logger
 	noSync   bool
 	segBytes int64
+	recover  bool // Options.RecoverTruncated
 	lock     *os.File
 	syncFile func(*os.File) error // f.Sync; replaced by tests to inject failures
 
@@ -67,6 +72,7 @@ type Log struct {
 
 	// Owned by the writer goroutine (by Replay before it starts).
 	f         *os.File // the active (last) segment, open for appending
+	ack       *acker   // the ACKED file
 	segSize   int64
 	spareBuf  []byte
 	spareEnds []int
@@ -89,6 +95,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		log:      opts.Logger,
 		noSync:   opts.NoSync,
 		segBytes: opts.SegmentBytes,
+		recover:  opts.RecoverTruncated,
 		syncFile: (*os.File).Sync,
 		kick:     make(chan struct{}, 1),
 		stopped:  make(chan struct{}),
@@ -283,6 +290,12 @@ func (l *Log) Close() error {
 		if cerr := l.f.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("wal: %w", cerr)
 		}
+		if cerr := l.fsync(l.ack.f); err == nil && cerr != nil {
+			err = fmt.Errorf("wal: %w", cerr)
+		}
+		if cerr := l.ack.f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("wal: %w", cerr)
+		}
 	}
 	if cerr := l.lock.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("wal: %w", cerr)
@@ -323,9 +336,17 @@ func (l *Log) run() {
 		} else {
 			l.spareBuf, l.spareEnds = nil, nil
 		}
+		batches := len(g.ends)
 		g.buf, g.ends = nil, nil
 		g.err = err
 		close(g.done)
+		if err == nil && batches > 0 {
+			// After the waiters are released: ACKED never runs ahead of
+			// the log, and a crash before this write only leaves it behind.
+			if werr := l.ack.write(g.first + uint64(batches) - 1); werr != nil {
+				l.log.Warn("wal: recording the acknowledged batch", "file", l.ack.f.Name(), "err", werr)
+			}
+		}
 		if final {
 			return
 		}

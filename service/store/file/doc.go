@@ -66,4 +66,10 @@
 //     frame followed by good ones, a gap in the sequence, a record that does
 //     not decode or does not apply) fails Restore with an error rather than
 //     serve a partial state that could hand out addresses already taken.
+//   - Acknowledged changes that disappear after the fact (a log cut at a
+//     batch boundary or inside an acknowledged batch, deleted segments or
+//     snapshots) fail Restore with an error wrapping wal.ErrTruncated that
+//     names the lost batches: the log's ACKED file records the last
+//     acknowledged batch. Options.RecoverTruncated (ipam-server
+//     --recover-truncated) accepts the loss, logs the lost range and goes on.
 package file

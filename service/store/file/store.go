@@ -24,6 +24,10 @@ type Options struct {
 	// background after this many records; 0 means DefaultSnapshotEvery and
 	// a negative value never snapshots automatically.
 	SnapshotEvery int
+	// RecoverTruncated restores what is left of a log that ends before
+	// the last acknowledged change, logging the lost range, instead of
+	// refusing to open (see wal.ErrTruncated).
+	RecoverTruncated bool
 }
 
 // DefaultSnapshotEvery is the number of records between automatic snapshots
@@ -93,7 +97,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if every == 0 {
 		every = DefaultSnapshotEvery
 	}
-	l, err := wal.Open(dir, wal.Options{Logger: lg, NoSync: opts.NoSync})
+	l, err := wal.Open(dir, wal.Options{Logger: lg, NoSync: opts.NoSync, RecoverTruncated: opts.RecoverTruncated})
 	if err != nil {
 		return nil, fmt.Errorf("file store %s: %w", dir, err)
 	}
