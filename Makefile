@@ -57,7 +57,7 @@ test: verify testbin porch-env ## build the tools the tests need under bin/ and 
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 bench: export KUBEBUILDER_ASSETS = $(TESTBIN)
-bench: testbin ## run the benchmarks and print them against the DESIGN.md targets
+bench: testbin ## run the benchmarks and print them against the performance targets
 	@mkdir -p $(BIN)
 	@status=0; \
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count=1 ./... 2>&1 | tee $(BIN)/bench.txt || status=$$?; \
@@ -78,7 +78,7 @@ generate-api: controller-gen ## regenerate deepcopy and CRD YAML of api/ipam
 	rm -f api/ipam/v1alpha1/crds/*.yaml
 	$(CONTROLLER_GEN) object paths=./api/ipam/... crd paths=./api/ipam/... output:crd:artifacts:config=api/ipam/v1alpha1/crds
 
-# Pinned protobuf tools (ENVIRONMENT.md).
+# Pinned protobuf tools.
 BUF_VERSION                := v1.75.0
 BUF                        := $(BIN)/buf
 PROTOC_GEN_GO_VERSION      := v1.36.12
@@ -162,7 +162,7 @@ images: ## build the container images (ipam-fn, ipam-server, ipam-controller, ip
 		printf 'images: %-16s %-28s %s  %5.1f MB\n' "$$name" "$$name:$(VERSION)" "$${id:7:12}" "$$(awk -v s="$$size" 'BEGIN { print s / 1000000 }')"; \
 	done
 
-# The API server envtest runs the controller tests against (ENVIRONMENT.md):
+# The API server envtest runs the controller tests against:
 # etcd and kube-apiserver built from the Go module proxy into bin/k8s, in
 # throwaway modules under bin/k8s/.build; bin/k8s/.versions records what
 # was built, so the build is skipped while it matches these pins.
@@ -175,7 +175,7 @@ TESTBIN                := $(BIN)/k8s
 testbin: ## build etcd and kube-apiserver for envtest into bin/k8s unless they are there at the pinned versions
 	ETCD_VERSION=$(ETCD_VERSION) KUBE_VERSION=$(KUBE_APISERVER_VERSION) service/controllers/testbin/build.sh $(TESTBIN)
 
-# Porch for the injector's e2e test (ENVIRONMENT.md): the Porch server and
+# Porch for the injector's e2e test: the Porch server and
 # its function runner (func/server) built from the Go module proxy into
 # bin/porch, with the CRDs Porch needs; bin/porch/.versions records the
 # pins and the build is skipped while it matches. The test also runs the

@@ -58,7 +58,7 @@ func kptPath(t testing.TB) string {
 	t.Helper()
 	p, err := exec.LookPath("kpt")
 	if err != nil {
-		t.Fatalf("kpt is not on PATH: these tests run the real `kpt fn render --allow-exec` (kpt 1.0.0-beta, see /work/shared/ENVIRONMENT.md): %v", err)
+		t.Fatalf("kpt is not on PATH: these tests run the real `kpt fn render --allow-exec` (kpt 1.0.0-beta): %v", err)
 	}
 	return p
 }

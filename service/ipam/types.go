@@ -18,7 +18,7 @@ import (
 // Kind is the kind of a prefix or of a requested allocation.
 type Kind string
 
-// The prefix kinds of DESIGN.md's allocation rules.
+// The prefix kinds of the allocation rules.
 const (
 	KindAggregate Kind = "aggregate"
 	KindNetwork   Kind = "network"

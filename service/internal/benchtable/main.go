@@ -1,5 +1,5 @@
 // Command benchtable reads `go test -bench -benchmem` output on stdin and
-// prints each benchmark against the performance targets of DESIGN.md:
+// prints each benchmark against the project's performance targets:
 //
 //	go test -run '^$' -bench . -benchmem ./... > bin/bench.txt
 //	go run ./service/internal/benchtable < bin/bench.txt

@@ -46,7 +46,7 @@ func (c Cmp) holds(measured, target float64) bool {
 
 // Target is a performance target for the benchmarks whose name contains Match.
 type Target struct {
-	// ID is the workload id of DESIGN.md, e.g. W1.
+	// ID is the workload id of the performance targets, e.g. W1.
 	ID string
 	// Match is a substring of the benchmark names the target applies to.
 	Match string

@@ -1,6 +1,6 @@
 package main
 
-// targets are the performance targets of DESIGN.md. Each entry applies to
+// targets are the project's performance targets. Each entry applies to
 // every benchmark whose name contains Match; a benchmark may have several.
 // Adding a target is adding a line.
 var targets = []Target{
