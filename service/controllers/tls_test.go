@@ -13,7 +13,8 @@ import (
 
 // TestMTLS runs the controllers against an ipam-server that requires
 // client certificates: without one, the resources are not Synced and say
-// why; with --tls-ca, --tls-cert and --tls-key they become Ready.
+// why (the server tells the client); with --tls-ca, --tls-cert and
+// --tls-key they become Ready.
 func TestMTLS(t *testing.T) {
 	s := testSuite(t)
 	c := s.k8s
@@ -28,7 +29,7 @@ func TestMTLS(t *testing.T) {
 	})
 	create(t, c, networkInstance(ns, "vpc-mtls"))
 	ni := waitFor(t, c, ns, "vpc-mtls", func(ni *niT) error {
-		if err := condIs(ni.Status.Conditions, ipamv1alpha1.ConditionTypeSynced, metav1.ConditionFalse, ipamv1alpha1.ReasonReconcileFailure, "ipam-server: Unavailable"); err != nil {
+		if err := condIs(ni.Status.Conditions, ipamv1alpha1.ConditionTypeSynced, metav1.ConditionFalse, ipamv1alpha1.ReasonReconcileFailure, "ipam-server: Unauthenticated: ipam-server requires a client certificate signed by its client CA (mTLS): no client certificate was presented"); err != nil {
 			return err
 		}
 		return condIs(ni.Status.Conditions, ipamv1alpha1.ConditionTypeReady, metav1.ConditionFalse, ipamv1alpha1.ReasonFailed, "not synced")
