@@ -1,7 +1,9 @@
 package ipam
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -162,9 +164,18 @@ func (f *funcs) run(t *tx, os *ownerState) error { return f.do(t, os) }
 // are durable. A mutation the committer refuses with ErrStale is rolled
 // back and run again, after the committer caught up, at most
 // MaxStaleRetries times.
-func (a *Allocator) mutate(m mutation, op mutator) error {
+//
+// ctx ends the waits, not the change: a mutation whose ctx is done before
+// it starts (or before a retry) is not made; one whose ctx ends while its
+// records are on their way to the store is made, becomes durable unless
+// the store fails, and returns an error wrapping ctx.Err(). Retrying such
+// a call is safe: calls are idempotent by key.
+func (a *Allocator) mutate(ctx context.Context, m mutation, op mutator) error {
 	for attempt := 0; ; attempt++ {
-		err := a.mutateOnce(m, op)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%w: nothing was changed", err)
+		}
+		err := a.mutateOnce(ctx, m, op)
 		if a.committer == nil || attempt >= MaxStaleRetries || !errors.Is(err, ErrStale) {
 			return err
 		}
@@ -174,8 +185,24 @@ func (a *Allocator) mutate(m mutation, op mutator) error {
 	}
 }
 
+// awaitDurable calls wait, or returns once ctx is done: wait then goes on
+// in the background, so that the journal still completes the batch.
+func awaitDurable(ctx context.Context, wait func() error) error {
+	if ctx.Done() == nil {
+		return wait()
+	}
+	done := make(chan error, 1)
+	go func() { done <- wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w while the change was being made durable: it was made, and is durable unless the store fails", ctx.Err())
+	}
+}
+
 // mutateOnce is one attempt of mutate.
-func (a *Allocator) mutateOnce(m mutation, op mutator) error {
+func (a *Allocator) mutateOnce(ctx context.Context, m mutation, op mutator) error {
 	os := a.owner(m.owner)
 	wait, err := func() (func() error, error) {
 		os.mu.Lock()
@@ -221,29 +248,29 @@ func (a *Allocator) mutateOnce(m mutation, op mutator) error {
 	if err != nil || wait == nil {
 		return err
 	}
-	return wait()
+	return awaitDurable(ctx, wait)
 }
 
 // CreateNetworkInstance creates or updates a network instance.
-func (a *Allocator) CreateNetworkInstance(ni NetworkInstance) error {
-	return a.mutate(mutation{owner: ni.Key.Owner, global: true}, &funcs{do: func(t *tx, os *ownerState) error {
+func (a *Allocator) CreateNetworkInstance(ctx context.Context, ni NetworkInstance) error {
+	return a.mutate(ctx, mutation{owner: ni.Key.Owner, global: true}, &funcs{do: func(t *tx, os *ownerState) error {
 		return t.putNIOf(os, ni)
 	}})
 }
 
 // DeleteNetworkInstance deletes a network instance that holds no prefix
 // other than its own empty aggregates.
-func (a *Allocator) DeleteNetworkInstance(key Key) error {
-	return a.mutate(mutation{owner: key.Owner, global: true}, &funcs{do: func(t *tx, os *ownerState) error {
+func (a *Allocator) DeleteNetworkInstance(ctx context.Context, key Key) error {
+	return a.mutate(ctx, mutation{owner: key.Owner, global: true}, &funcs{do: func(t *tx, os *ownerState) error {
 		return t.deleteNIOf(os, key)
 	}})
 }
 
 // CreatePrefix creates or updates an IPPrefix and returns what it resolved
 // to (the prefix as written and its network's gateway).
-func (a *Allocator) CreatePrefix(p Prefix) (Result, error) {
+func (a *Allocator) CreatePrefix(ctx context.Context, p Prefix) (Result, error) {
 	var res Result
-	err := a.mutate(mutation{owner: p.Key.Owner}, &funcs{vrfsOf: func(os *ownerState) []string {
+	err := a.mutate(ctx, mutation{owner: p.Key.Owner}, &funcs{vrfsOf: func(os *ownerState) []string {
 		names := []string{p.NetworkInstance}
 		if old := os.prefixes[nsn(p.Key)]; old != nil {
 			names = append(names, old.v.name)
@@ -258,8 +285,8 @@ func (a *Allocator) CreatePrefix(p Prefix) (Result, error) {
 
 // DeletePrefix deletes an IPPrefix; a prefix with children or allocated
 // addresses is refused with ErrInUse (rule 9).
-func (a *Allocator) DeletePrefix(key Key) error {
-	return a.mutate(mutation{owner: key.Owner}, &funcs{vrfsOf: func(os *ownerState) []string {
+func (a *Allocator) DeletePrefix(ctx context.Context, key Key) error {
+	return a.mutate(ctx, mutation{owner: key.Owner}, &funcs{vrfsOf: func(os *ownerState) []string {
 		if old := os.prefixes[nsn(key)]; old != nil {
 			return []string{old.v.name}
 		}
@@ -270,8 +297,8 @@ func (a *Allocator) DeletePrefix(key Key) error {
 }
 
 // CreateRange creates or replaces an IP range.
-func (a *Allocator) CreateRange(r IPRange) error {
-	return a.mutate(mutation{owner: r.Key.Owner}, &funcs{vrfsOf: func(os *ownerState) []string {
+func (a *Allocator) CreateRange(ctx context.Context, r IPRange) error {
+	return a.mutate(ctx, mutation{owner: r.Key.Owner}, &funcs{vrfsOf: func(os *ownerState) []string {
 		names := []string{r.NetworkInstance}
 		if old := os.ranges[nsn(r.Key)]; old != nil {
 			names = append(names, old.v.name)
@@ -283,8 +310,8 @@ func (a *Allocator) CreateRange(r IPRange) error {
 }
 
 // DeleteRange deletes an IP range none of whose addresses is allocated.
-func (a *Allocator) DeleteRange(key Key) error {
-	return a.mutate(mutation{owner: key.Owner}, &funcs{vrfsOf: func(os *ownerState) []string {
+func (a *Allocator) DeleteRange(ctx context.Context, key Key) error {
+	return a.mutate(ctx, mutation{owner: key.Owner}, &funcs{vrfsOf: func(os *ownerState) []string {
 		if old := os.ranges[nsn(key)]; old != nil {
 			return []string{old.v.name}
 		}
@@ -296,9 +323,9 @@ func (a *Allocator) DeleteRange(key Key) error {
 
 // Allocate allocates an address, a block or a sub-prefix. The same request
 // again returns the same result; a changed request re-allocates (rule 8).
-func (a *Allocator) Allocate(r Allocation) (Result, error) {
+func (a *Allocator) Allocate(ctx context.Context, r Allocation) (Result, error) {
 	op := &allocateOp{r: r}
-	err := a.mutate(mutation{owner: r.Key.Owner}, op)
+	err := a.mutate(ctx, mutation{owner: r.Key.Owner}, op)
 	return op.res, err
 }
 
@@ -327,8 +354,8 @@ func (o *allocateOp) run(t *tx, os *ownerState) (err error) {
 }
 
 // Release releases an allocation (rule 9).
-func (a *Allocator) Release(key Key) error {
-	return a.mutate(mutation{owner: key.Owner}, &releaseOp{key: key})
+func (a *Allocator) Release(ctx context.Context, key Key) error {
+	return a.mutate(ctx, mutation{owner: key.Owner}, &releaseOp{key: key})
 }
 
 // releaseOp is the mutation of Release.

@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -17,7 +18,7 @@ func benchVRF(b *testing.B, n int) *Allocator {
 			Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24), Network: fmt.Sprintf("net-%d", i),
 			Labels: Labels{"site": fmt.Sprintf("s%d", i%100)}})
 	}
-	if _, err := a.Sync(req); err != nil {
+	if _, err := a.Sync(context.Background(), req); err != nil {
 		b.Fatal(err)
 	}
 	return a
@@ -44,24 +45,24 @@ func BenchmarkW3Select(b *testing.B) {
 // (normalize, select, place, record, release) in a /16 network.
 func BenchmarkAllocateRelease(b *testing.B) {
 	a := New()
-	_, err := a.Sync(SyncRequest{Owner: "bench", NetworkInstances: []NetworkInstance{{Key: Key{Name: "v"}, Prefixes: []VRFPrefix{{Prefix: mustPrefix("10.0.0.0/8")}}}},
+	_, err := a.Sync(context.Background(), SyncRequest{Owner: "bench", NetworkInstances: []NetworkInstance{{Key: Key{Name: "v"}, Prefixes: []VRFPrefix{{Prefix: mustPrefix("10.0.0.0/8")}}}},
 		Prefixes: []Prefix{{Key: Key{Name: "n"}, NetworkInstance: "v", Prefix: mustPrefix("10.1.0.1/16"), Network: "n", Labels: Labels{LabelGateway: "true"}}}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	sel := Labels{LabelNetworkInstance: "v", LabelNetworkName: "n"}
 	for i := range 30_000 { // a network half full
-		if _, err := a.Allocate(Allocation{Key: Key{Owner: "o", Name: fmt.Sprint(i)}, Selector: sel}); err != nil {
+		if _, err := a.Allocate(context.Background(), Allocation{Key: Key{Owner: "o", Name: fmt.Sprint(i)}, Selector: sel}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	r := Allocation{Key: Key{Owner: "o", Name: "x"}, Selector: sel}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := a.Allocate(r); err != nil {
+		if _, err := a.Allocate(context.Background(), r); err != nil {
 			b.Fatal(err)
 		}
-		if err := a.Release(r.Key); err != nil {
+		if err := a.Release(context.Background(), r.Key); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -71,7 +72,7 @@ func BenchmarkAllocateRelease(b *testing.B) {
 // address package; reports addresses per second.
 func BenchmarkW4SyncAddrsPerSec(b *testing.B) {
 	a := New()
-	_, err := a.Sync(SyncRequest{Owner: "infra", NetworkInstances: []NetworkInstance{{Key: Key{Name: "v"}, Prefixes: []VRFPrefix{{Prefix: mustPrefix("10.0.0.0/8")}}}},
+	_, err := a.Sync(context.Background(), SyncRequest{Owner: "infra", NetworkInstances: []NetworkInstance{{Key: Key{Name: "v"}, Prefixes: []VRFPrefix{{Prefix: mustPrefix("10.0.0.0/8")}}}},
 		Prefixes: []Prefix{{Key: Key{Name: "n"}, NetworkInstance: "v", Prefix: mustPrefix("10.1.0.1/16"), Network: "n", Labels: Labels{LabelGateway: "true"}}}})
 	if err != nil {
 		b.Fatal(err)
@@ -85,11 +86,11 @@ func BenchmarkW4SyncAddrsPerSec(b *testing.B) {
 	empty := SyncRequest{Owner: "pkg", Prune: true}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := a.Sync(req); err != nil {
+		if _, err := a.Sync(context.Background(), req); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		if _, err := a.Sync(empty); err != nil {
+		if _, err := a.Sync(context.Background(), empty); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -69,19 +70,19 @@ func TestCommitterRefusalRollsBack(t *testing.T) {
 		run  func(a *Allocator) error
 	}{
 		{"Allocate", func(a *Allocator) error {
-			_, err := a.Allocate(Allocation{Key: key("a1"), Selector: net1})
+			_, err := a.Allocate(context.Background(), Allocation{Key: key("a1"), Selector: net1})
 			return err
 		}},
 		{"Sync", func(a *Allocator) error {
-			_, err := a.Sync(SyncRequest{Owner: "app", Allocations: []Allocation{
+			_, err := a.Sync(context.Background(), SyncRequest{Owner: "app", Allocations: []Allocation{
 				{Key: key("s1"), Selector: net1}, {Key: key("s2"), Selector: net1}, {Key: key("s3"), PrefixLength: 28, Selector: Labels{LabelNetworkInstance: "vpc-1", "purpose": "nat"}},
 			}})
 			return err
 		}},
 		{"CreateNetworkInstance", func(a *Allocator) error {
-			return a.CreateNetworkInstance(NetworkInstance{Key: Key{Owner: "infra", Name: "vpc-2"}})
+			return a.CreateNetworkInstance(context.Background(), NetworkInstance{Key: Key{Owner: "infra", Name: "vpc-2"}})
 		}},
-		{"DeletePrefix", func(a *Allocator) error { return a.DeletePrefix(Key{Owner: "infra", Name: "lo"}) }},
+		{"DeletePrefix", func(a *Allocator) error { return a.DeletePrefix(context.Background(), Key{Owner: "infra", Name: "lo"}) }},
 	}
 	for _, call := range calls {
 		for _, tc := range cases {
@@ -124,7 +125,7 @@ func TestCommitterRefusalRollsBack(t *testing.T) {
 // and its retry picks another address.
 func TestCommitterCatchUpAppliesRemoteChange(t *testing.T) {
 	a, other := fixture(t), fixture(t)
-	res, err := other.Allocate(Allocation{Key: key("remote"), Selector: net1})
+	res, err := other.Allocate(context.Background(), Allocation{Key: key("remote"), Selector: net1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestCommitterCatchUpAppliesRemoteChange(t *testing.T) {
 	c := &scriptedCommitter{script: []error{errStale}}
 	c.catchUpFn = func() error { return a.Apply(remote) }
 	a.committer = c
-	mine, err := a.Allocate(Allocation{Key: key("local"), Selector: net1})
+	mine, err := a.Allocate(context.Background(), Allocation{Key: key("local"), Selector: net1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestCommitterCatchUpError(t *testing.T) {
 	before := dump(a)
 	lost := errors.New("watch lost")
 	a.committer = &scriptedCommitter{script: []error{errStale}, catchUpFn: func() error { return lost }}
-	if _, err := a.Allocate(Allocation{Key: key("a1"), Selector: net1}); !errors.Is(err, lost) {
+	if _, err := a.Allocate(context.Background(), Allocation{Key: key("a1"), Selector: net1}); !errors.Is(err, lost) {
 		t.Fatalf("err = %v, want %v", err, lost)
 	}
 	if dump(a) != before {

@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"context"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -112,7 +113,7 @@ func TestDifferentialAgainstReference(t *testing.T) {
 	for seed := range uint64(8) {
 		rng := rand.New(rand.NewPCG(seed, 42))
 		a := New()
-		_, err := a.Sync(SyncRequest{Owner: "infra", NetworkInstances: []NetworkInstance{{Key: Key{Name: "v"}, Prefixes: []VRFPrefix{{Prefix: mustPrefix("10.0.0.0/22")}}}},
+		_, err := a.Sync(context.Background(), SyncRequest{Owner: "infra", NetworkInstances: []NetworkInstance{{Key: Key{Name: "v"}, Prefixes: []VRFPrefix{{Prefix: mustPrefix("10.0.0.0/22")}}}},
 			Prefixes: []Prefix{{Key: Key{Name: "net"}, NetworkInstance: "v", Prefix: mustPrefix("10.0.0.64/26"), Network: "net"}}})
 		if err != nil {
 			t.Fatal(err)
@@ -126,22 +127,22 @@ func TestDifferentialAgainstReference(t *testing.T) {
 			switch rng.IntN(4) {
 			case 0, 1:
 				want, ok := ref.alloc(addrKey.Name)
-				got, err := a.Allocate(Allocation{Key: addrKey, Selector: Labels{LabelNetworkInstance: "v", LabelNetworkName: "net"}})
+				got, err := a.Allocate(context.Background(), Allocation{Key: addrKey, Selector: Labels{LabelNetworkInstance: "v", LabelNetworkName: "net"}})
 				if ok != (err == nil) || (ok && got.Prefix != netip.PrefixFrom(want, 26)) {
 					t.Fatalf("seed %d step %d alloc %s: core %v %v, reference %v %v", seed, step, name, got.Prefix, err, want, ok)
 				}
 			case 2:
 				bits := 24 + rng.IntN(7)
 				want, ok := ref.pool(poolKey.Name, bits)
-				got, err := a.Allocate(Allocation{Key: poolKey, Kind: KindPool, PrefixLength: bits, Selector: Labels{LabelNetworkInstance: "v"}})
+				got, err := a.Allocate(context.Background(), Allocation{Key: poolKey, Kind: KindPool, PrefixLength: bits, Selector: Labels{LabelNetworkInstance: "v"}})
 				if ok != (err == nil) || (ok && got.Prefix != want) {
 					t.Fatalf("seed %d step %d pool /%d %s: core %v %v, reference %v %v (pools %v)\n%s", seed, step, bits, name, got.Prefix, err, want, ok, ref.pools, dump(a))
 				}
 			default:
 				ref.release(addrKey.Name)
 				ref.release(poolKey.Name)
-				_ = a.Release(addrKey)
-				_ = a.Release(poolKey)
+				_ = a.Release(context.Background(), addrKey)
+				_ = a.Release(context.Background(), poolKey)
 			}
 		}
 		var got []string

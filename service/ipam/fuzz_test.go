@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -10,7 +11,7 @@ import (
 // networks net0 (10.0.0.0/27) and net1 (10.0.1.1/28, gateway).
 func fuzzBase(t testing.TB) *Allocator {
 	a := New()
-	_, err := a.Sync(SyncRequest{Owner: "infra", NetworkInstances: []NetworkInstance{{Key: Key{Name: "v"}, Prefixes: []VRFPrefix{{Prefix: mustPrefix("10.0.0.0/20")}}}},
+	_, err := a.Sync(context.Background(), SyncRequest{Owner: "infra", NetworkInstances: []NetworkInstance{{Key: Key{Name: "v"}, Prefixes: []VRFPrefix{{Prefix: mustPrefix("10.0.0.0/20")}}}},
 		Prefixes: []Prefix{
 			{Key: Key{Name: "net0"}, NetworkInstance: "v", Prefix: mustPrefix("10.0.0.0/27"), Network: "net0"},
 			{Key: Key{Name: "net1"}, NetworkInstance: "v", Prefix: mustPrefix("10.0.1.1/28"), Network: "net1", Labels: Labels{LabelGateway: "true"}},
@@ -27,19 +28,19 @@ func fuzzOp(a *Allocator, op, x, y byte) (string, error) {
 	net := Labels{LabelNetworkInstance: "v", LabelNetworkName: fmt.Sprintf("net%d", y%3)}
 	switch op % 9 {
 	case 0:
-		_, err := a.Allocate(Allocation{Key: k, Selector: net})
+		_, err := a.Allocate(context.Background(), Allocation{Key: k, Selector: net})
 		return "alloc " + k.Name, err
 	case 1:
-		return "release " + k.Name, a.Release(k)
+		return "release " + k.Name, a.Release(context.Background(), k)
 	case 2:
-		_, err := a.Allocate(Allocation{Key: k, Kind: KindPool, PrefixLength: 24 + int(y%8), Selector: Labels{LabelNetworkInstance: "v"}})
+		_, err := a.Allocate(context.Background(), Allocation{Key: k, Kind: KindPool, PrefixLength: 24 + int(y%8), Selector: Labels{LabelNetworkInstance: "v"}})
 		return "pool " + k.Name, err
 	case 3:
 		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 2 + y%4, (x % 4) * 64}), 26+int(x%3))
-		_, err := a.CreatePrefix(Prefix{Key: Key{Owner: "infra", Name: fmt.Sprintf("n%d", y%4)}, NetworkInstance: "v", Prefix: p, Network: fmt.Sprintf("net%d", y%3)})
+		_, err := a.CreatePrefix(context.Background(), Prefix{Key: Key{Owner: "infra", Name: fmt.Sprintf("n%d", y%4)}, NetworkInstance: "v", Prefix: p, Network: fmt.Sprintf("net%d", y%3)})
 		return "prefix " + p.String(), err
 	case 4:
-		return "delprefix", a.DeletePrefix(Key{Owner: "infra", Name: fmt.Sprintf("n%d", y%4)})
+		return "delprefix", a.DeletePrefix(context.Background(), Key{Owner: "infra", Name: fmt.Sprintf("n%d", y%4)})
 	case 5:
 		// A batch with, when y is odd, one bad item.
 		req := SyncRequest{Owner: k.Owner, Prune: x%3 == 0, Allocations: []Allocation{
@@ -49,21 +50,21 @@ func fuzzOp(a *Allocator, op, x, y byte) (string, error) {
 		if y%2 == 1 {
 			req.Allocations = append(req.Allocations, Allocation{Key: Key{Namespace: "ns", Name: "bad"}, PrefixLength: 99, Kind: KindPool, Selector: net})
 		}
-		_, err := a.Sync(req)
+		_, err := a.Sync(context.Background(), req)
 		return "sync", err
 	case 6:
-		_, err := a.Allocate(Allocation{Key: k, Selector: net, Count: 2 + int(y%5)})
+		_, err := a.Allocate(context.Background(), Allocation{Key: k, Selector: net, Count: 2 + int(y%5)})
 		return "block " + k.Name, err
 	case 7:
 		r := IPRange{Key: Key{Owner: "infra", Name: fmt.Sprintf("r%d", y%2)}, NetworkInstance: "v",
 			Start: netip.AddrFrom4([4]byte{10, 0, 0, 4 + x%8}), End: netip.AddrFrom4([4]byte{10, 0, 0, 12 + x%8}),
 			Labels: Labels{"range": fmt.Sprint(y % 2)}, PreAllocations: map[string]netip.Addr{"k3": netip.AddrFrom4([4]byte{10, 0, 0, 12})}}
 		if x%5 == 0 {
-			return "delrange", a.DeleteRange(r.Key)
+			return "delrange", a.DeleteRange(context.Background(), r.Key)
 		}
-		return "range", a.CreateRange(r)
+		return "range", a.CreateRange(context.Background(), r)
 	default:
-		_, err := a.Allocate(Allocation{Key: k, Selector: Labels{LabelNetworkInstance: "v", "range": fmt.Sprint(y % 2)}})
+		_, err := a.Allocate(context.Background(), Allocation{Key: k, Selector: Labels{LabelNetworkInstance: "v", "range": fmt.Sprint(y % 2)}})
 		return "range-alloc " + k.Name, err
 	}
 }
@@ -102,18 +103,18 @@ func FuzzAllocator(f *testing.F) {
 		// Release every allocation, children first, then check capacity.
 		for range 4 {
 			for _, r := range a.ListAllocations(Filter{}) {
-				_ = a.Release(r.Allocation.Key)
+				_ = a.Release(context.Background(), r.Allocation.Key)
 			}
 			for i := range 4 {
-				_ = a.DeletePrefix(Key{Owner: "infra", Name: fmt.Sprintf("n%d", i)})
+				_ = a.DeletePrefix(context.Background(), Key{Owner: "infra", Name: fmt.Sprintf("n%d", i)})
 			}
 			for i := range 2 {
-				_ = a.DeleteRange(Key{Owner: "infra", Name: fmt.Sprintf("r%d", i)})
+				_ = a.DeleteRange(context.Background(), Key{Owner: "infra", Name: fmt.Sprintf("r%d", i)})
 			}
 		}
 		if left := a.ListAllocations(Filter{}); len(left) > 0 {
 			for _, r := range left {
-				t.Logf("left: %+v: %v", r, a.Release(r.Allocation.Key))
+				t.Logf("left: %+v: %v", r, a.Release(context.Background(), r.Allocation.Key))
 			}
 			t.Fatalf("%d allocations could not be released", len(left))
 		}

@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"net/netip"
@@ -28,7 +29,7 @@ func TestLimits(t *testing.T) {
 		return func(at bool) error {
 			r := Allocation{Key: k("x"), Selector: maps.Clone(sel)}
 			mod(&r, at)
-			_, err := a.Allocate(r)
+			_, err := a.Allocate(context.Background(), r)
 			return err
 		}
 	}
@@ -86,31 +87,31 @@ func TestLimits(t *testing.T) {
 		}},
 		{"prefix network name", ObjPrefix, "spec.network", func(a *Allocator) mk {
 			return func(at bool) error {
-				_, err := a.CreatePrefix(Prefix{Key: k("p"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.2.0/24"), Network: n(pick(at, MaxNameLength, MaxNameLength+1))})
+				_, err := a.CreatePrefix(context.Background(), Prefix{Key: k("p"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.2.0/24"), Network: n(pick(at, MaxNameLength, MaxNameLength+1))})
 				return err
 			}
 		}},
 		{"network instance labels", ObjNetworkInstance, "metadata.labels", func(a *Allocator) mk {
 			return func(at bool) error {
-				return a.CreateNetworkInstance(NetworkInstance{Key: Key{Owner: owner, Name: "vpc-2"}, Labels: labels(pick(at, MaxLabels, MaxLabels+1))})
+				return a.CreateNetworkInstance(context.Background(), NetworkInstance{Key: Key{Owner: owner, Name: "vpc-2"}, Labels: labels(pick(at, MaxLabels, MaxLabels+1))})
 			}
 		}},
 		{"range pre-allocation name", ObjRange, "spec.preAllocations", func(a *Allocator) mk {
 			return func(at bool) error {
-				return a.CreateRange(IPRange{Key: k("r"), NetworkInstance: "vpc-1", Start: netip.MustParseAddr("10.0.1.100"), End: netip.MustParseAddr("10.0.1.110"),
+				return a.CreateRange(context.Background(), IPRange{Key: k("r"), NetworkInstance: "vpc-1", Start: netip.MustParseAddr("10.0.1.100"), End: netip.MustParseAddr("10.0.1.110"),
 					PreAllocations: map[string]netip.Addr{n(pick(at, MaxNameLength, MaxNameLength+1)): netip.MustParseAddr("10.0.1.101")}})
 			}
 		}},
 		{"sync owner", "Sync", "owner", func(a *Allocator) mk {
 			return func(at bool) error {
-				_, err := a.Sync(SyncRequest{Owner: n(pick(at, MaxNameLength, MaxNameLength+1))})
+				_, err := a.Sync(context.Background(), SyncRequest{Owner: n(pick(at, MaxNameLength, MaxNameLength+1))})
 				return err
 			}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := New()
-			if _, err := a.Sync(seedRequest()); err != nil {
+			if _, err := a.Sync(context.Background(), seedRequest()); err != nil {
 				t.Fatal(err)
 			}
 			before := snapshotOf(a)
@@ -179,11 +180,11 @@ func FuzzPrintable(f *testing.F) {
 func TestLimitsSpareRecords(t *testing.T) {
 	long := Key{Owner: owner, Namespace: "default", Name: strings.Repeat("p", 300)}
 	a := New()
-	if _, err := a.Sync(seedRequest()); err != nil {
+	if _, err := a.Sync(context.Background(), seedRequest()); err != nil {
 		t.Fatal(err)
 	}
 	p := Prefix{Key: long, NetworkInstance: "vpc-1", Kind: KindPool, Prefix: mustPrefix("10.9.0.0/16")}
-	if _, err := a.CreatePrefix(p); !errors.Is(err, ErrInvalid) {
+	if _, err := a.CreatePrefix(context.Background(), p); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a request with a 300-byte name: %v, want ErrInvalid", err)
 	}
 	if err := a.Apply([]Record{{Op: OpPutPrefix, Key: long, Prefix: &p}}); err != nil {

@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -46,7 +47,7 @@ func TestResetReplacesTheState(t *testing.T) {
 			randomOps(want, seed, 300)
 			j := &recordingJournal{}
 			got := New(WithJournal(j))
-			if _, err := got.Sync(SyncRequest{Owner: "only-here", NetworkInstances: []NetworkInstance{{Key: Key{Name: "w"},
+			if _, err := got.Sync(context.Background(), SyncRequest{Owner: "only-here", NetworkInstances: []NetworkInstance{{Key: Key{Name: "w"},
 				Prefixes: []VRFPrefix{{Prefix: mustPrefix("192.168.0.0/16")}}}}}); err != nil {
 				t.Fatal(err)
 			}
@@ -128,7 +129,7 @@ func TestResetUnderConcurrentMutations(t *testing.T) {
 	for left := a.ListAllocations(Filter{}); len(left) > 0; {
 		var inUse []AllocationRecord
 		for _, r := range left {
-			if err := a.Release(r.Allocation.Key); errors.Is(err, ErrInUse) {
+			if err := a.Release(context.Background(), r.Allocation.Key); errors.Is(err, ErrInUse) {
 				inUse = append(inUse, r)
 			} else if err != nil {
 				t.Fatalf("release %s: %v", r.Allocation.Key, err)

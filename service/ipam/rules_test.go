@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"testing"
@@ -12,7 +13,7 @@ import (
 func fixture(t testing.TB) *Allocator {
 	t.Helper()
 	a := New()
-	_, err := a.Sync(SyncRequest{Owner: "infra", NetworkInstances: []NetworkInstance{{Key: Key{Name: "vpc-1"}}},
+	_, err := a.Sync(context.Background(), SyncRequest{Owner: "infra", NetworkInstances: []NetworkInstance{{Key: Key{Name: "vpc-1"}}},
 		Prefixes: []Prefix{
 			{Key: Key{Name: "agg4"}, NetworkInstance: "vpc-1", Kind: KindAggregate, Prefix: mustPrefix("10.0.0.0/8")},
 			{Key: Key{Name: "agg6"}, NetworkInstance: "vpc-1", Kind: KindAggregate, Prefix: mustPrefix("1000::/16")},
@@ -41,106 +42,106 @@ func TestBadInputLeavesStateUnchanged(t *testing.T) {
 		field string
 	}{
 		{"malformed prefix (invalid)", func(a *Allocator) error {
-			_, err := a.CreatePrefix(Prefix{Key: key("p"), NetworkInstance: "vpc-1"})
+			_, err := a.CreatePrefix(context.Background(), Prefix{Key: key("p"), NetworkInstance: "vpc-1"})
 			return err
 		}, ErrInvalid, "spec.prefix"},
 		{"pool with host bits", func(a *Allocator) error {
-			_, err := a.CreatePrefix(Prefix{Key: key("p"), NetworkInstance: "vpc-1", Kind: KindPool, Prefix: mustPrefix("10.3.0.1/16")})
+			_, err := a.CreatePrefix(context.Background(), Prefix{Key: key("p"), NetworkInstance: "vpc-1", Kind: KindPool, Prefix: mustPrefix("10.3.0.1/16")})
 			return err
 		}, ErrInvalid, "spec.prefix"},
 		{"unknown kind", func(a *Allocator) error {
-			_, err := a.CreatePrefix(Prefix{Key: key("p"), NetworkInstance: "vpc-1", Kind: "vlan", Prefix: mustPrefix("10.3.0.0/16")})
+			_, err := a.CreatePrefix(context.Background(), Prefix{Key: key("p"), NetworkInstance: "vpc-1", Kind: "vlan", Prefix: mustPrefix("10.3.0.0/16")})
 			return err
 		}, ErrInvalid, "spec.kind"},
 		{"pool inside network (nesting)", func(a *Allocator) error {
-			_, err := a.CreatePrefix(Prefix{Key: key("p"), NetworkInstance: "vpc-1", Kind: KindPool, Prefix: mustPrefix("10.0.1.0/28")})
+			_, err := a.CreatePrefix(context.Background(), Prefix{Key: key("p"), NetworkInstance: "vpc-1", Kind: KindPool, Prefix: mustPrefix("10.0.1.0/28")})
 			return err
 		}, ErrInvalid, "spec.prefix"},
 		{"aggregate inside pool (nesting)", func(a *Allocator) error {
-			_, err := a.CreatePrefix(Prefix{Key: key("p"), NetworkInstance: "vpc-1", Kind: KindAggregate, Prefix: mustPrefix("10.2.1.0/24")})
+			_, err := a.CreatePrefix(context.Background(), Prefix{Key: key("p"), NetworkInstance: "vpc-1", Kind: KindAggregate, Prefix: mustPrefix("10.2.1.0/24")})
 			return err
 		}, ErrInvalid, "spec.kind"},
 		{"overlapping sibling", func(a *Allocator) error {
-			_, err := a.CreatePrefix(Prefix{Key: key("p"), NetworkInstance: "vpc-1", Kind: KindPool, Prefix: mustPrefix("10.0.0.0/16")})
+			_, err := a.CreatePrefix(context.Background(), Prefix{Key: key("p"), NetworkInstance: "vpc-1", Kind: KindPool, Prefix: mustPrefix("10.0.0.0/16")})
 			return err
 		}, ErrConflict, "spec.prefix"},
 		{"network outside every aggregate", func(a *Allocator) error {
-			_, err := a.CreatePrefix(Prefix{Key: key("p"), NetworkInstance: "vpc-1", Prefix: mustPrefix("192.168.0.1/24")})
+			_, err := a.CreatePrefix(context.Background(), Prefix{Key: key("p"), NetworkInstance: "vpc-1", Prefix: mustPrefix("192.168.0.1/24")})
 			return err
 		}, ErrNotFound, "spec.prefix"},
 		{"unknown VRF prefix", func(a *Allocator) error {
-			_, err := a.CreatePrefix(Prefix{Key: key("p"), NetworkInstance: "vpc-9", Prefix: mustPrefix("10.0.9.1/24")})
+			_, err := a.CreatePrefix(context.Background(), Prefix{Key: key("p"), NetworkInstance: "vpc-9", Prefix: mustPrefix("10.0.9.1/24")})
 			return err
 		}, ErrNotFound, "spec.networkInstance"},
 		{"unknown VRF allocation", func(a *Allocator) error {
-			_, err := a.Allocate(Allocation{Key: key("x"), Selector: Labels{LabelNetworkInstance: "vpc-9"}})
+			_, err := a.Allocate(context.Background(), Allocation{Key: key("x"), Selector: Labels{LabelNetworkInstance: "vpc-9"}})
 			return err
 		}, ErrNotFound, "spec.networkInstance"},
 		{"no VRF at all", func(a *Allocator) error {
-			_, err := a.Allocate(Allocation{Key: key("x"), Selector: Labels{LabelNetworkName: "net1"}})
+			_, err := a.Allocate(context.Background(), Allocation{Key: key("x"), Selector: Labels{LabelNetworkName: "net1"}})
 			return err
 		}, ErrInvalid, "spec.networkInstance"},
 		{"selector matches nothing", func(a *Allocator) error {
-			_, err := a.Allocate(Allocation{Key: key("x"), Selector: Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net7"}})
+			_, err := a.Allocate(context.Background(), Allocation{Key: key("x"), Selector: Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net7"}})
 			return err
 		}, ErrNotFound, "spec.selector"},
 		{"prefixLength beyond the family", func(a *Allocator) error {
-			_, err := a.Allocate(Allocation{Key: key("x"), Kind: KindPool, PrefixLength: 33, AddressFamily: IPv4, Selector: Labels{LabelNetworkInstance: "vpc-1"}})
+			_, err := a.Allocate(context.Background(), Allocation{Key: key("x"), Kind: KindPool, PrefixLength: 33, AddressFamily: IPv4, Selector: Labels{LabelNetworkInstance: "vpc-1"}})
 			return err
 		}, ErrInvalid, "spec.prefixLength"},
 		{"prefixLength larger than the parent", func(a *Allocator) error {
-			_, err := a.Allocate(Allocation{Key: key("x"), Kind: KindPool, PrefixLength: 4, AddressFamily: IPv4, Selector: Labels{LabelNetworkInstance: "vpc-1"}})
+			_, err := a.Allocate(context.Background(), Allocation{Key: key("x"), Kind: KindPool, PrefixLength: 4, AddressFamily: IPv4, Selector: Labels{LabelNetworkInstance: "vpc-1"}})
 			return err
 		}, ErrInvalid, "spec.prefixLength"},
 		{"pool without prefixLength", func(a *Allocator) error {
-			_, err := a.Allocate(Allocation{Key: key("x"), Kind: KindPool, Selector: Labels{LabelNetworkInstance: "vpc-1"}})
+			_, err := a.Allocate(context.Background(), Allocation{Key: key("x"), Kind: KindPool, Selector: Labels{LabelNetworkInstance: "vpc-1"}})
 			return err
 		}, ErrInvalid, "spec.prefixLength"},
 		{"kind aggregate allocation", func(a *Allocator) error {
-			_, err := a.Allocate(Allocation{Key: key("x"), Kind: KindAggregate, PrefixLength: 16, Selector: Labels{LabelNetworkInstance: "vpc-1"}})
+			_, err := a.Allocate(context.Background(), Allocation{Key: key("x"), Kind: KindAggregate, PrefixLength: 16, Selector: Labels{LabelNetworkInstance: "vpc-1"}})
 			return err
 		}, ErrInvalid, "spec.kind"},
 		{"duplicate static address", func(a *Allocator) error {
-			_, err := a.CreatePrefix(Prefix{Key: key("dup"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.1/24"), Network: "net1"})
+			_, err := a.CreatePrefix(context.Background(), Prefix{Key: key("dup"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.1/24"), Network: "net1"})
 			return err
 		}, ErrConflict, "spec.prefix"},
 		{"static on the network address", func(a *Allocator) error {
-			_, err := a.CreatePrefix(Prefix{Key: key("dup"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.255/24"), Network: "net1"})
+			_, err := a.CreatePrefix(context.Background(), Prefix{Key: key("dup"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.255/24"), Network: "net1"})
 			return err
 		}, ErrInvalid, "spec.prefix"},
 		{"second gateway", func(a *Allocator) error {
-			_, err := a.CreatePrefix(Prefix{Key: key("gw2"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.254/24"), Network: "net1", Labels: Labels{LabelGateway: "true"}})
+			_, err := a.CreatePrefix(context.Background(), Prefix{Key: key("gw2"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.254/24"), Network: "net1", Labels: Labels{LabelGateway: "true"}})
 			return err
 		}, ErrConflict, "metadata.labels"},
 		{"other network name for the same subnet", func(a *Allocator) error {
-			_, err := a.CreatePrefix(Prefix{Key: key("n2"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.7/24"), Network: "net2"})
+			_, err := a.CreatePrefix(context.Background(), Prefix{Key: key("n2"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.7/24"), Network: "net2"})
 			return err
 		}, ErrConflict, "spec.network"},
 		{"system label contradicted", func(a *Allocator) error {
-			_, err := a.CreatePrefix(Prefix{Key: key("p"), NetworkInstance: "vpc-1", Kind: KindPool, Prefix: mustPrefix("10.3.0.0/16"), Labels: Labels{LabelPrefixKind: "network"}})
+			_, err := a.CreatePrefix(context.Background(), Prefix{Key: key("p"), NetworkInstance: "vpc-1", Kind: KindPool, Prefix: mustPrefix("10.3.0.0/16"), Labels: Labels{LabelPrefixKind: "network"}})
 			return err
 		}, ErrInvalid, "labels"},
 		{"explicit address taken", func(a *Allocator) error {
-			_, err := a.Allocate(Allocation{Key: key("x"), Prefix: mustPrefix("10.0.1.2/24"), NetworkInstance: "vpc-1"})
+			_, err := a.Allocate(context.Background(), Allocation{Key: key("x"), Prefix: mustPrefix("10.0.1.2/24"), NetworkInstance: "vpc-1"})
 			return err
 		}, ErrConflict, "spec.prefix"},
 		{"delete prefix with children", func(a *Allocator) error {
-			return a.DeletePrefix(Key{Owner: "infra", Name: "agg4"})
+			return a.DeletePrefix(context.Background(), Key{Owner: "infra", Name: "agg4"})
 		}, ErrInUse, ""},
 		{"delete missing prefix", func(a *Allocator) error {
-			return a.DeletePrefix(Key{Owner: "infra", Name: "nope"})
+			return a.DeletePrefix(context.Background(), Key{Owner: "infra", Name: "nope"})
 		}, ErrNotFound, ""},
 		{"delete VRF with prefixes", func(a *Allocator) error {
-			return a.DeleteNetworkInstance(Key{Owner: "infra", Name: "vpc-1"})
+			return a.DeleteNetworkInstance(context.Background(), Key{Owner: "infra", Name: "vpc-1"})
 		}, ErrInUse, ""},
 		{"VRF of another owner", func(a *Allocator) error {
-			return a.CreateNetworkInstance(NetworkInstance{Key: Key{Owner: "other", Name: "vpc-1"}})
+			return a.CreateNetworkInstance(context.Background(), NetworkInstance{Key: Key{Owner: "other", Name: "vpc-1"}})
 		}, ErrConflict, "metadata.name"},
 		{"range outside networks", func(a *Allocator) error {
-			return a.CreateRange(IPRange{Key: key("r"), NetworkInstance: "vpc-1", Start: mustAddr("10.9.0.1"), End: mustAddr("10.9.0.9")})
+			return a.CreateRange(context.Background(), IPRange{Key: key("r"), NetworkInstance: "vpc-1", Start: mustAddr("10.9.0.1"), End: mustAddr("10.9.0.9")})
 		}, ErrNotFound, "spec.start"},
 		{"sync with one bad item", func(a *Allocator) error {
-			_, err := a.Sync(SyncRequest{Owner: "app", Prune: true,
+			_, err := a.Sync(context.Background(), SyncRequest{Owner: "app", Prune: true,
 				Prefixes: []Prefix{{Key: key("good"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.2.1/24"), Network: "net2"}},
 				Allocations: []Allocation{
 					{Key: key("ok"), Selector: net1},
@@ -153,7 +154,7 @@ func TestBadInputLeavesStateUnchanged(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			a := fixture(t)
 			// Something of the app owner to prove Sync's prune is undone too.
-			if _, err := a.Allocate(Allocation{Key: key("existing"), Selector: net1}); err != nil {
+			if _, err := a.Allocate(context.Background(), Allocation{Key: key("existing"), Selector: net1}); err != nil {
 				t.Fatal(err)
 			}
 			before := dump(a)
@@ -177,7 +178,7 @@ func TestAllocationRules(t *testing.T) {
 	a := fixture(t)
 	alloc := func(r Allocation) Result {
 		t.Helper()
-		res, err := a.Allocate(r)
+		res, err := a.Allocate(context.Background(), r)
 		if err != nil {
 			t.Fatalf("%s: %v", r.Key.Name, err)
 		}
@@ -226,15 +227,15 @@ func TestAllocationRules(t *testing.T) {
 		t.Fatalf("b = %+v, want the released 10.0.1.2/24", r)
 	}
 	// Rule 9: the network sub-prefix with an address in it cannot go.
-	if err := a.Release(key("net9")); !errors.Is(err, ErrInUse) {
+	if err := a.Release(context.Background(), key("net9")); !errors.Is(err, ErrInUse) {
 		t.Fatalf("release net9 with an address: %v", err)
 	}
 	for _, n := range []string{"in-net9", "net9"} {
-		if err := a.Release(key(n)); err != nil {
+		if err := a.Release(context.Background(), key(n)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := a.Release(key("net9")); !errors.Is(err, ErrNotFound) {
+	if err := a.Release(context.Background(), key("net9")); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("second release: %v", err)
 	}
 	checkInvariants(t, a)
@@ -242,7 +243,7 @@ func TestAllocationRules(t *testing.T) {
 
 func TestExhaustedAndReleaseRestores(t *testing.T) {
 	a := New()
-	_, err := a.Sync(SyncRequest{Owner: "infra", NetworkInstances: []NetworkInstance{{Key: Key{Name: "v"}, Prefixes: []VRFPrefix{{Prefix: mustPrefix("192.168.0.0/24")}}}},
+	_, err := a.Sync(context.Background(), SyncRequest{Owner: "infra", NetworkInstances: []NetworkInstance{{Key: Key{Name: "v"}, Prefixes: []VRFPrefix{{Prefix: mustPrefix("192.168.0.0/24")}}}},
 		Prefixes: []Prefix{{Key: Key{Name: "small"}, NetworkInstance: "v", Prefix: mustPrefix("192.168.0.0/29"), Network: "small"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +251,7 @@ func TestExhaustedAndReleaseRestores(t *testing.T) {
 	sel := Labels{LabelNetworkInstance: "v", LabelNetworkName: "small"}
 	var got []netip.Prefix
 	for i := range 6 { // a /29 has 8 addresses, 2 reserved
-		r, err := a.Allocate(Allocation{Key: key(string(rune('a' + i))), Selector: sel})
+		r, err := a.Allocate(context.Background(), Allocation{Key: key(string(rune('a' + i))), Selector: sel})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,14 +260,14 @@ func TestExhaustedAndReleaseRestores(t *testing.T) {
 	if got[0] != mustPrefix("192.168.0.1/29") || got[5] != mustPrefix("192.168.0.6/29") {
 		t.Fatalf("got %v", got)
 	}
-	_, err = a.Allocate(Allocation{Key: key("z"), Selector: sel})
+	_, err = a.Allocate(context.Background(), Allocation{Key: key("z"), Selector: sel})
 	if !errors.Is(err, ErrExhausted) || err.Error() != "IPAllocation ns/z: spec.selector: no free address left in network 192.168.0.0/29" {
 		t.Fatalf("exhausted: %v", err)
 	}
-	if err := a.Release(key("c")); err != nil {
+	if err := a.Release(context.Background(), key("c")); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := a.Allocate(Allocation{Key: key("z"), Selector: sel}); err != nil || r.Prefix != mustPrefix("192.168.0.3/29") {
+	if r, err := a.Allocate(context.Background(), Allocation{Key: key("z"), Selector: sel}); err != nil || r.Prefix != mustPrefix("192.168.0.3/29") {
 		t.Fatalf("after release: %v %v", r, err)
 	}
 	checkInvariants(t, a)
@@ -274,7 +275,7 @@ func TestExhaustedAndReleaseRestores(t *testing.T) {
 
 func TestPointToPointReservesNothing(t *testing.T) {
 	a := New()
-	_, err := a.Sync(SyncRequest{Owner: "infra", NetworkInstances: []NetworkInstance{{Key: Key{Name: "v"}, Prefixes: []VRFPrefix{{Prefix: mustPrefix("192.168.0.0/24")}, {Prefix: mustPrefix("2001:db8::/32")}}}},
+	_, err := a.Sync(context.Background(), SyncRequest{Owner: "infra", NetworkInstances: []NetworkInstance{{Key: Key{Name: "v"}, Prefixes: []VRFPrefix{{Prefix: mustPrefix("192.168.0.0/24")}, {Prefix: mustPrefix("2001:db8::/32")}}}},
 		Prefixes: []Prefix{
 			{Key: Key{Name: "p2p"}, NetworkInstance: "v", Prefix: mustPrefix("192.168.0.0/31"), Network: "p2p"},
 			{Key: Key{Name: "p2p6"}, NetworkInstance: "v", Prefix: mustPrefix("2001:db8::/127"), Network: "p2p"},
@@ -284,7 +285,7 @@ func TestPointToPointReservesNothing(t *testing.T) {
 	}
 	sel := Labels{LabelNetworkInstance: "v", LabelNetworkName: "p2p"}
 	for _, want := range []string{"192.168.0.0/31", "192.168.0.1/31", "2001:db8::/127", "2001:db8::1/127"} {
-		r, err := a.Allocate(Allocation{Key: key(want), Selector: sel})
+		r, err := a.Allocate(context.Background(), Allocation{Key: key(want), Selector: sel})
 		if err != nil || r.Prefix != mustPrefix(want) {
 			t.Fatalf("got %v %v, want %s", r.Prefix, err, want)
 		}
@@ -293,35 +294,35 @@ func TestPointToPointReservesNothing(t *testing.T) {
 
 func TestStaticAllocationRules(t *testing.T) {
 	a := fixture(t)
-	if _, err := a.CreatePrefix(Prefix{Key: Key{Owner: "infra", Name: "n3"}, NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.10/24"),
+	if _, err := a.CreatePrefix(context.Background(), Prefix{Key: Key{Owner: "infra", Name: "n3"}, NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.10/24"),
 		Network: "net1", Labels: Labels{"nephio.org/interface": "n3"}}); err != nil {
 		t.Fatal(err)
 	}
 	n3 := Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net1", "nephio.org/interface": "n3"}
-	r, err := a.Allocate(Allocation{Key: key("upf-n3"), Selector: n3})
+	r, err := a.Allocate(context.Background(), Allocation{Key: key("upf-n3"), Selector: n3})
 	if err != nil || r.Prefix != mustPrefix("10.0.1.10/24") || r.Gateway != mustAddr("10.0.1.1") {
 		t.Fatalf("upf-n3 = %+v %v", r, err)
 	}
 	// The same request again is the same; another claimant conflicts (rule 7).
-	if r2, err := a.Allocate(Allocation{Key: key("upf-n3"), Selector: n3}); err != nil || r2 != r {
+	if r2, err := a.Allocate(context.Background(), Allocation{Key: key("upf-n3"), Selector: n3}); err != nil || r2 != r {
 		t.Fatalf("again: %+v %v", r2, err)
 	}
-	if _, err := a.Allocate(Allocation{Key: key("smf-n3"), Selector: n3}); !errors.Is(err, ErrConflict) {
+	if _, err := a.Allocate(context.Background(), Allocation{Key: key("smf-n3"), Selector: n3}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("second claimant: %v", err)
 	}
 	// The gateway address is selectable by its label.
 	gw := Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net1", LabelGateway: "true"}
-	if r, err := a.Allocate(Allocation{Key: key("router"), Selector: gw}); err != nil || r.Prefix != mustPrefix("10.0.1.1/24") {
+	if r, err := a.Allocate(context.Background(), Allocation{Key: key("router"), Selector: gw}); err != nil || r.Prefix != mustPrefix("10.0.1.1/24") {
 		t.Fatalf("router = %+v %v", r, err)
 	}
 	// A claimed static address cannot be deleted; released, it can.
-	if err := a.DeletePrefix(Key{Owner: "infra", Name: "n3"}); !errors.Is(err, ErrInUse) {
+	if err := a.DeletePrefix(context.Background(), Key{Owner: "infra", Name: "n3"}); !errors.Is(err, ErrInUse) {
 		t.Fatalf("delete claimed static: %v", err)
 	}
-	if err := a.Release(key("upf-n3")); err != nil {
+	if err := a.Release(context.Background(), key("upf-n3")); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.DeletePrefix(Key{Owner: "infra", Name: "n3"}); err != nil {
+	if err := a.DeletePrefix(context.Background(), Key{Owner: "infra", Name: "n3"}); err != nil {
 		t.Fatal(err)
 	}
 	checkInvariants(t, a)
@@ -329,7 +330,7 @@ func TestStaticAllocationRules(t *testing.T) {
 
 func TestRangesExclusionsPreAllocations(t *testing.T) {
 	a := fixture(t)
-	err := a.CreateRange(IPRange{Key: key("pool1"), NetworkInstance: "vpc-1", Start: mustAddr("10.0.1.100"), End: mustAddr("10.0.1.110"),
+	err := a.CreateRange(context.Background(), IPRange{Key: key("pool1"), NetworkInstance: "vpc-1", Start: mustAddr("10.0.1.100"), End: mustAddr("10.0.1.110"),
 		Labels:         Labels{"metal3.io/pool": "pool1"},
 		Exclusions:     []AddrRange{{Start: mustAddr("10.0.1.100"), End: mustAddr("10.0.1.101")}},
 		PreAllocations: map[string]netip.Addr{"claim1": mustAddr("10.0.1.105")}})
@@ -337,38 +338,38 @@ func TestRangesExclusionsPreAllocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	sel := Labels{LabelNetworkInstance: "vpc-1", "metal3.io/pool": "pool1"}
-	r, err := a.Allocate(Allocation{Key: key("m1"), Selector: sel})
+	r, err := a.Allocate(context.Background(), Allocation{Key: key("m1"), Selector: sel})
 	if err != nil || r.Prefix != mustPrefix("10.0.1.102/24") || r.Gateway != mustAddr("10.0.1.1") {
 		t.Fatalf("m1 = %+v %v (exclusions .100-.101 skipped)", r, err)
 	}
-	r, err = a.Allocate(Allocation{Key: key("claim1"), Selector: sel})
+	r, err = a.Allocate(context.Background(), Allocation{Key: key("claim1"), Selector: sel})
 	if err != nil || r.Prefix != mustPrefix("10.0.1.105/24") {
 		t.Fatalf("claim1 = %+v %v (pre-allocated)", r, err)
 	}
 	// Subnet-wide dynamic allocation never enters the range.
 	for i := 2; i < 100; i++ {
-		if _, err := a.Allocate(Allocation{Key: key("d" + netip.AddrFrom4([4]byte{0, 0, 0, byte(i)}).String()), Selector: net1, AddressFamily: IPv4}); err != nil {
+		if _, err := a.Allocate(context.Background(), Allocation{Key: key("d" + netip.AddrFrom4([4]byte{0, 0, 0, byte(i)}).String()), Selector: net1, AddressFamily: IPv4}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r, err = a.Allocate(Allocation{Key: key("after"), Selector: net1, AddressFamily: IPv4})
+	r, err = a.Allocate(context.Background(), Allocation{Key: key("after"), Selector: net1, AddressFamily: IPv4})
 	if err != nil || r.Prefix != mustPrefix("10.0.1.111/24") {
 		t.Fatalf("after = %+v %v; want 10.0.1.111/24 past the range", r, err)
 	}
 	// Block inside the range: .106-.108 is the first run of 3 (.105 is taken).
-	r, err = a.Allocate(Allocation{Key: key("blk"), Selector: sel, Count: 3})
+	r, err = a.Allocate(context.Background(), Allocation{Key: key("blk"), Selector: sel, Count: 3})
 	if err != nil || r.Prefix != mustPrefix("10.0.1.106/24") || r.Last != mustAddr("10.0.1.108") {
 		t.Fatalf("blk = %+v %v", r, err)
 	}
-	if err := a.DeleteRange(key("pool1")); !errors.Is(err, ErrInUse) {
+	if err := a.DeleteRange(context.Background(), key("pool1")); !errors.Is(err, ErrInUse) {
 		t.Fatalf("delete used range: %v", err)
 	}
 	for _, n := range []string{"m1", "claim1", "blk"} {
-		if err := a.Release(key(n)); err != nil {
+		if err := a.Release(context.Background(), key(n)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := a.DeleteRange(key("pool1")); err != nil {
+	if err := a.DeleteRange(context.Background(), key("pool1")); err != nil {
 		t.Fatal(err)
 	}
 	checkInvariants(t, a)
@@ -381,7 +382,7 @@ func TestSyncPruneAndIdempotence(t *testing.T) {
 		{Key: Key{Namespace: "ns", Name: "a"}, Selector: net1, AddressFamily: IPv4},
 		{Key: Key{Namespace: "ns", Name: "p"}, Kind: KindPool, PrefixLength: 20, Selector: Labels{LabelNetworkInstance: "vpc-1"}, AddressFamily: IPv4},
 	}}
-	res, err := a.Sync(req)
+	res, err := a.Sync(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +391,7 @@ func TestSyncPruneAndIdempotence(t *testing.T) {
 		t.Fatalf("results %+v", res.Allocations)
 	}
 	before := dump(a)
-	res2, err := a.Sync(req)
+	res2, err := a.Sync(context.Background(), req)
 	if err != nil || dump(a) != before {
 		t.Fatalf("second sync changed state: %v", err)
 	}
@@ -400,7 +401,7 @@ func TestSyncPruneAndIdempotence(t *testing.T) {
 		}
 	}
 	req.Allocations = req.Allocations[1:]
-	res, err = a.Sync(req)
+	res, err = a.Sync(context.Background(), req)
 	if err != nil || len(res.Released) != 1 || res.Released[0].Key.Name != "b" {
 		t.Fatalf("prune: %+v %v", res.Released, err)
 	}
@@ -413,17 +414,17 @@ func TestSyncPruneAndIdempotence(t *testing.T) {
 func TestSnapshotApplyRoundTrip(t *testing.T) {
 	a := fixture(t)
 	for i := range 20 {
-		if _, err := a.Allocate(Allocation{Key: key("x" + string(rune('a'+i))), Selector: net1, AddressFamily: IPv4}); err != nil {
+		if _, err := a.Allocate(context.Background(), Allocation{Key: key("x" + string(rune('a'+i))), Selector: net1, AddressFamily: IPv4}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := a.Allocate(Allocation{Key: key("net9"), Kind: KindNetwork, PrefixLength: 24, Labels: Labels{LabelNetworkName: "net9"}, Selector: Labels{LabelNetworkInstance: "vpc-1", LabelPrefixKind: "aggregate"}}); err != nil {
+	if _, err := a.Allocate(context.Background(), Allocation{Key: key("net9"), Kind: KindNetwork, PrefixLength: 24, Labels: Labels{LabelNetworkName: "net9"}, Selector: Labels{LabelNetworkInstance: "vpc-1", LabelPrefixKind: "aggregate"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.CreatePrefix(Prefix{Key: key("gw9"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.0.1/24"), Network: "net9", Labels: Labels{LabelGateway: "true"}}); err != nil {
+	if _, err := a.CreatePrefix(context.Background(), Prefix{Key: key("gw9"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.0.1/24"), Network: "net9", Labels: Labels{LabelGateway: "true"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Allocate(Allocation{Key: key("in9"), Selector: Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net9"}}); err != nil {
+	if _, err := a.Allocate(context.Background(), Allocation{Key: key("in9"), Selector: Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net9"}}); err != nil {
 		t.Fatal(err)
 	}
 	b := New()

@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"testing"
@@ -34,7 +35,7 @@ func seedRequest() SyncRequest {
 func TestSeedExample(t *testing.T) {
 	a := New()
 	req := seedRequest()
-	res, err := a.Sync(req)
+	res, err := a.Sync(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestSeedExample(t *testing.T) {
 
 	alloc1 := Allocation{Key: k("alloc1"), Kind: KindNetwork,
 		Selector: Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net1"}}
-	got, err := a.Allocate(alloc1)
+	got, err := a.Allocate(context.Background(), alloc1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +54,11 @@ func TestSeedExample(t *testing.T) {
 	}
 	t.Logf("alloc1       -> %s gateway %s", got.Prefix, got.Gateway)
 
-	if _, err := a.CreatePrefix(Prefix{Key: k("net1-prefix10"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.10/24"),
+	if _, err := a.CreatePrefix(context.Background(), Prefix{Key: k("net1-prefix10"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.10/24"),
 		Network: "net1", Labels: Labels{"nephio.org/interface": "n3"}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err = a.Allocate(Allocation{Key: k("alloc2-n3"), Kind: KindNetwork,
+	got, err = a.Allocate(context.Background(), Allocation{Key: k("alloc2-n3"), Kind: KindNetwork,
 		Selector: Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net1", "nephio.org/interface": "n3"}})
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +68,7 @@ func TestSeedExample(t *testing.T) {
 	}
 	t.Logf("alloc2-n3    -> %s gateway %s", got.Prefix, got.Gateway)
 
-	got, err = a.Allocate(Allocation{Key: k("alloc-pool1"), Kind: KindPool, PrefixLength: 16,
+	got, err = a.Allocate(context.Background(), Allocation{Key: k("alloc-pool1"), Kind: KindPool, PrefixLength: 16,
 		Selector: Labels{LabelNetworkInstance: "vpc-1"}})
 	if err != nil {
 		t.Fatal(err)
@@ -78,17 +79,17 @@ func TestSeedExample(t *testing.T) {
 	t.Logf("alloc-pool1  -> %s", got.Prefix)
 
 	// Idempotence: the same request returns the same address.
-	again, err := a.Allocate(alloc1)
+	again, err := a.Allocate(context.Background(), alloc1)
 	if err != nil || again.Prefix != mustPrefix("10.0.1.2/24") {
 		t.Fatalf("alloc1 again = %v, %v", again, err)
 	}
 	// The next dynamic address skips the static .10 once .2-.9 are used.
 	for i := 3; i <= 9; i++ {
-		if _, err := a.Allocate(Allocation{Key: k("fill" + string(rune('0'+i))), Selector: alloc1.Selector}); err != nil {
+		if _, err := a.Allocate(context.Background(), Allocation{Key: k("fill" + string(rune('0'+i))), Selector: alloc1.Selector}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err = a.Allocate(Allocation{Key: k("after-static"), Selector: alloc1.Selector})
+	got, err = a.Allocate(context.Background(), Allocation{Key: k("after-static"), Selector: alloc1.Selector})
 	if err != nil || got.Prefix != mustPrefix("10.0.1.11/24") {
 		t.Fatalf("after-static = %v, %v; want 10.0.1.11/24", got.Prefix, err)
 	}
@@ -103,11 +104,11 @@ func TestSeedExample(t *testing.T) {
 // aggregate fails naming the missing parent, and succeeds once it exists.
 func TestSeedSeparateCalls(t *testing.T) {
 	a := New()
-	if err := a.CreateNetworkInstance(NetworkInstance{Key: k("vpc-1")}); err != nil {
+	if err := a.CreateNetworkInstance(context.Background(), NetworkInstance{Key: k("vpc-1")}); err != nil {
 		t.Fatal(err)
 	}
 	net1 := seedRequest().Prefixes[0]
-	_, err := a.CreatePrefix(net1)
+	_, err := a.CreatePrefix(context.Background(), net1)
 	if !errors.Is(err, ErrNotFound) {
 		t.Fatalf("net1-prefix1 before its aggregate: %v, want ErrNotFound", err)
 	}
@@ -115,17 +116,17 @@ func TestSeedSeparateCalls(t *testing.T) {
 	if err.Error() != want {
 		t.Fatalf("message:\n got %s\nwant %s", err, want)
 	}
-	if _, err := a.CreatePrefix(seedRequest().Prefixes[1]); err != nil {
+	if _, err := a.CreatePrefix(context.Background(), seedRequest().Prefixes[1]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.CreatePrefix(net1); err != nil {
+	if _, err := a.CreatePrefix(context.Background(), net1); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestBestFit(t *testing.T) {
 	a := New()
-	if err := a.CreateNetworkInstance(NetworkInstance{Key: k("vpc-1"), Prefixes: []VRFPrefix{{Prefix: mustPrefix("10.0.0.0/16")}}}); err != nil {
+	if err := a.CreateNetworkInstance(context.Background(), NetworkInstance{Key: k("vpc-1"), Prefixes: []VRFPrefix{{Prefix: mustPrefix("10.0.0.0/16")}}}); err != nil {
 		t.Fatal(err)
 	}
 	sel := Labels{LabelNetworkInstance: "vpc-1"}
@@ -134,7 +135,7 @@ func TestBestFit(t *testing.T) {
 		pl   int
 		want string
 	}{{"used", 24, "10.0.0.0/24"}, {"p23", 23, "10.0.2.0/23"}, {"p24", 24, "10.0.1.0/24"}} {
-		got, err := a.Allocate(Allocation{Key: k(c.name), Kind: KindPool, PrefixLength: c.pl, Selector: sel})
+		got, err := a.Allocate(context.Background(), Allocation{Key: k(c.name), Kind: KindPool, PrefixLength: c.pl, Selector: sel})
 		if err != nil || got.Prefix != mustPrefix(c.want) {
 			t.Fatalf("%s /%d = %v, %v; want %s", c.name, c.pl, got.Prefix, err, c.want)
 		}
@@ -143,7 +144,7 @@ func TestBestFit(t *testing.T) {
 
 func TestIPv6Network(t *testing.T) {
 	a := New()
-	_, err := a.Sync(SyncRequest{Owner: owner, NetworkInstances: []NetworkInstance{{Key: k("vpc-1")}},
+	_, err := a.Sync(context.Background(), SyncRequest{Owner: owner, NetworkInstances: []NetworkInstance{{Key: k("vpc-1")}},
 		Prefixes: []Prefix{
 			{Key: k("agg6"), NetworkInstance: "vpc-1", Kind: KindAggregate, Prefix: mustPrefix("1000::/32")},
 			{Key: k("net6"), NetworkInstance: "vpc-1", Prefix: mustPrefix("1000::1/64"), Network: "net1", Labels: Labels{LabelGateway: "true"}},
@@ -151,7 +152,7 @@ func TestIPv6Network(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := a.Allocate(Allocation{Key: k("a6"), Selector: Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net1"}})
+	got, err := a.Allocate(context.Background(), Allocation{Key: k("a6"), Selector: Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net1"}})
 	if err != nil || got.Prefix != mustPrefix("1000::2/64") || got.Gateway != mustAddr("1000::1") {
 		t.Fatalf("a6 = %v gw %v, %v; want 1000::2/64 gw 1000::1", got.Prefix, got.Gateway, err)
 	}

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"cmp"
+	"context"
 	"maps"
 	"slices"
 )
@@ -15,7 +16,7 @@ const MaxSyncItems = 100_000
 // matter: network instances come first, prefixes parents first, then ranges,
 // then allocations (explicit ones, then sub-prefixes largest first, then
 // addresses, each in key order so a package always gets the same result).
-func (a *Allocator) Sync(req SyncRequest) (SyncResult, error) {
+func (a *Allocator) Sync(ctx context.Context, req SyncRequest) (SyncResult, error) {
 	req = withOwner(req)
 	byKey, err := checkSyncRequest(req)
 	if err != nil {
@@ -28,7 +29,7 @@ func (a *Allocator) Sync(req SyncRequest) (SyncResult, error) {
 	os.mu.Lock()
 	m.global = len(req.NetworkInstances) > 0 || (req.Prune && len(os.nis) > 0)
 	os.mu.Unlock()
-	err = a.mutate(m, &funcs{vrfsOf: func(os *ownerState) []string { return syncVRFs(os, req) }, do: func(t *tx, os *ownerState) error {
+	err = a.mutate(ctx, m, &funcs{vrfsOf: func(os *ownerState) []string { return syncVRFs(os, req) }, do: func(t *tx, os *ownerState) error {
 		if !m.global && len(os.nis) > 0 && req.Prune {
 			// The owner gained a network instance since the check above.
 			return errf(ErrConflict, ObjNetworkInstance, Key{Owner: req.Owner}, "", "concurrent change of the owner's network instances; retry")

@@ -25,7 +25,7 @@ func BenchmarkServerPath(b *testing.B) {
 	a := ipam.New(ipam.WithJournal(hub))
 	hub.Attach(a)
 	k := func(name string) ipam.Key { return ipam.Key{Owner: "test", Namespace: "default", Name: name} }
-	if _, err := a.Sync(ipam.SyncRequest{Owner: "test",
+	if _, err := a.Sync(context.Background(), ipam.SyncRequest{Owner: "test",
 		NetworkInstances: []ipam.NetworkInstance{{Key: k("vpc-1")}},
 		Prefixes: []ipam.Prefix{
 			{Key: k("aggregate0"), NetworkInstance: "vpc-1", Kind: ipam.KindAggregate, Prefix: netip.MustParsePrefix("10.0.0.0/8")},
@@ -52,10 +52,10 @@ func BenchmarkServerPath(b *testing.B) {
 	b.Run("core", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			key := keys[i%len(keys)]
-			if _, err := a.Allocate(ipam.Allocation{Key: key, Selector: ipam.Labels(sel)}); err != nil {
+			if _, err := a.Allocate(context.Background(), ipam.Allocation{Key: key, Selector: ipam.Labels(sel)}); err != nil {
 				b.Fatal(err)
 			}
-			if err := a.Release(key); err != nil {
+			if err := a.Release(context.Background(), key); err != nil {
 				b.Fatal(err)
 			}
 		}

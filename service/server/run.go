@@ -370,7 +370,7 @@ func seedDemo(a *ipam.Allocator, log *slog.Logger) error {
 		return nil
 	}
 	key := func(name string) ipam.Key { return ipam.Key{Owner: "demo", Namespace: "default", Name: name} }
-	_, err := a.Sync(ipam.SyncRequest{
+	_, err := a.Sync(context.Background(), ipam.SyncRequest{
 		Owner:            "demo",
 		NetworkInstances: []ipam.NetworkInstance{{Key: key("vpc-1")}},
 		Prefixes: []ipam.Prefix{

@@ -45,7 +45,7 @@ func (s *Service) CreateNetworkInstance(ctx context.Context, req *ipamv1.CreateN
 		err = s.allowWrite(ctx, ni.Key.Owner, ni.Key.Name)
 	}
 	if err == nil {
-		err = s.a.CreateNetworkInstance(ni)
+		err = s.a.CreateNetworkInstance(ctx, ni)
 	}
 	if err != nil {
 		return nil, toStatus(err)
@@ -72,7 +72,7 @@ func (s *Service) CreatePrefix(ctx context.Context, req *ipamv1.CreatePrefixRequ
 	}
 	var res ipam.Result
 	if err == nil {
-		res, err = s.a.CreatePrefix(p)
+		res, err = s.a.CreatePrefix(ctx, p)
 	}
 	if err != nil {
 		return nil, toStatus(err)
@@ -98,7 +98,7 @@ func (s *Service) CreateRange(ctx context.Context, req *ipamv1.CreateRangeReques
 		err = s.allowWrite(ctx, r.Key.Owner, r.NetworkInstance, s.rangeVRF(r.Key))
 	}
 	if err == nil {
-		err = s.a.CreateRange(r)
+		err = s.a.CreateRange(ctx, r)
 	}
 	if err != nil {
 		return nil, toStatus(err)
@@ -125,7 +125,7 @@ func (s *Service) Allocate(ctx context.Context, req *ipamv1.AllocateRequest) (*i
 	}
 	var res ipam.Result
 	if err == nil {
-		res, err = s.a.Allocate(r)
+		res, err = s.a.Allocate(ctx, r)
 	}
 	if err != nil {
 		return nil, toStatus(err)
@@ -140,14 +140,14 @@ func (s *Service) Release(ctx context.Context, req *ipamv1.DeleteRequest) (*ipam
 
 // delete deletes the object of req's key with del, once the caller may
 // change its owner in the network instance vrf names it in.
-func (s *Service) delete(ctx context.Context, req *ipamv1.DeleteRequest, obj string, del func(ipam.Key) error, vrf func(ipam.Key) string) (*ipamv1.DeleteResponse, error) {
+func (s *Service) delete(ctx context.Context, req *ipamv1.DeleteRequest, obj string, del func(context.Context, ipam.Key) error, vrf func(ipam.Key) string) (*ipamv1.DeleteResponse, error) {
 	key := keyFromProto(req.GetKey())
 	err := checkName(obj, key)
 	if err == nil && s.policy != nil {
 		err = s.allowWrite(ctx, key.Owner, vrf(key))
 	}
 	if err == nil {
-		err = del(key)
+		err = del(ctx, key)
 	}
 	if err != nil {
 		return nil, toStatus(err)
@@ -262,7 +262,7 @@ func (s *Service) Sync(ctx context.Context, req *ipamv1.SyncRequest) (*ipamv1.Sy
 	}
 	var res ipam.SyncResult
 	if err == nil {
-		res, err = s.a.Sync(sreq)
+		res, err = s.a.Sync(ctx, sreq)
 	}
 	if err != nil {
 		return nil, toStatus(err)

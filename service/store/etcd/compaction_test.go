@@ -98,18 +98,18 @@ func (r *recorder) has(op ipam.Op, name string) bool {
 func seedNet(t testing.TB, a *ipam.Allocator) {
 	t.Helper()
 	o := func(name string) ipam.Key { return ipam.Key{Owner: "infra", Name: name} }
-	if err := a.CreateNetworkInstance(ipam.NetworkInstance{Key: o("vpc-1")}); err != nil {
+	if err := a.CreateNetworkInstance(context.Background(), ipam.NetworkInstance{Key: o("vpc-1")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.CreatePrefix(ipam.Prefix{Key: o("agg"), NetworkInstance: "vpc-1", Kind: ipam.KindAggregate,
+	if _, err := a.CreatePrefix(context.Background(), ipam.Prefix{Key: o("agg"), NetworkInstance: "vpc-1", Kind: ipam.KindAggregate,
 		Prefix: netip.MustParsePrefix("10.0.0.0/8")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.CreatePrefix(ipam.Prefix{Key: o("net"), NetworkInstance: "vpc-1", Prefix: netip.MustParsePrefix("10.0.0.0/20"),
+	if _, err := a.CreatePrefix(context.Background(), ipam.Prefix{Key: o("net"), NetworkInstance: "vpc-1", Prefix: netip.MustParsePrefix("10.0.0.0/20"),
 		Network: "net"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.CreateRange(ipam.IPRange{Key: o("range"), NetworkInstance: "vpc-1", Start: netip.MustParseAddr("10.0.15.0"),
+	if err := a.CreateRange(context.Background(), ipam.IPRange{Key: o("range"), NetworkInstance: "vpc-1", Start: netip.MustParseAddr("10.0.15.0"),
 		End: netip.MustParseAddr("10.0.15.200"), Labels: ipam.Labels{"range": "r"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -148,19 +148,19 @@ func churn(t testing.TB, rs []*replica, round string, workers, n int) {
 					if i/2 < 8 {
 						k.Name = fmt.Sprintf("%s-%d-r%d", round, w, i) // a range address
 						retry(t, "allocate "+k.Name, func() error {
-							_, err := r.a.Allocate(ipam.Allocation{Key: k, Selector: ipam.Labels{ipam.LabelNetworkInstance: "vpc-1", "range": "r"}})
+							_, err := r.a.Allocate(context.Background(), ipam.Allocation{Key: k, Selector: ipam.Labels{ipam.LabelNetworkInstance: "vpc-1", "range": "r"}})
 							return err
 						})
 						continue
 					}
-					retry(t, "release "+k.Name, func() error { return r.a.Release(k) })
+					retry(t, "release "+k.Name, func() error { return r.a.Release(context.Background(), k) })
 					continue
 				}
 				req := ipam.Allocation{Key: k, Selector: netSel}
 				if i%4 == 2 {
 					req = ipam.Allocation{Key: k, Kind: ipam.KindPool, PrefixLength: 28, Selector: ipam.Labels{ipam.LabelNetworkInstance: "vpc-1"}}
 				}
-				retry(t, "allocate "+k.Name, func() error { _, err := r.a.Allocate(req); return err })
+				retry(t, "allocate "+k.Name, func() error { _, err := r.a.Allocate(context.Background(), req); return err })
 			}
 		})
 	}
@@ -451,7 +451,7 @@ func TestCompactedWatchRecovers(t *testing.T) {
 	seedNet(t, a.a)
 	churn(t, []*replica{a}, "before", 2, 60)
 	released := ipam.Key{Owner: "o", Namespace: "ns", Name: "released-meanwhile"}
-	if _, err := a.a.Allocate(ipam.Allocation{Key: released, Selector: netSel}); err != nil {
+	if _, err := a.a.Allocate(context.Background(), ipam.Allocation{Key: released, Selector: netSel}); err != nil {
 		t.Fatal(err)
 	}
 	watched := &recorder{}
@@ -462,7 +462,7 @@ func TestCompactedWatchRecovers(t *testing.T) {
 
 	p.partition()
 	churn(t, []*replica{a}, "while", 4, 3*every)
-	if err := a.a.Release(released); err != nil {
+	if err := a.a.Release(context.Background(), released); err != nil {
 		t.Fatal(err)
 	}
 	rev := readLayout(t, cli, "/compacted/").headRev

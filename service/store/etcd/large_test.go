@@ -20,7 +20,7 @@ import (
 // seedBig creates VRF big with the network big, a /12.
 func seedBig(t testing.TB, a *ipam.Allocator) {
 	t.Helper()
-	_, err := a.Sync(ipam.SyncRequest{Owner: "infra",
+	_, err := a.Sync(context.Background(), ipam.SyncRequest{Owner: "infra",
 		NetworkInstances: []ipam.NetworkInstance{{Key: ipam.Key{Name: "big"}, Prefixes: []ipam.VRFPrefix{{Prefix: netip.MustParsePrefix("10.0.0.0/8")}}}},
 		Prefixes:         []ipam.Prefix{{Key: ipam.Key{Name: "big"}, NetworkInstance: "big", Prefix: netip.MustParsePrefix("10.16.0.0/12"), Network: "big"}}})
 	if err != nil {
@@ -47,7 +47,7 @@ func TestLargeSyncIsOneEntry(t *testing.T) {
 	a, b := openReplica(t, opts, nil), openReplica(t, opts, nil)
 	seedBig(t, a.a)
 	const n = 8000
-	res, err := a.a.Sync(bigSync(n, func(i int) string { return fmt.Sprintf("alloc-%05d", i) }))
+	res, err := a.a.Sync(context.Background(), bigSync(n, func(i int) string { return fmt.Sprintf("alloc-%05d", i) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,14 +81,14 @@ func TestSyncOverRequestLimit(t *testing.T) {
 	a := openReplica(t, etcd.Options{Endpoints: c.endpoints(), Prefix: "/limit/"}, nil)
 	seedBig(t, a.a)
 	before := a.s.Applied()
-	_, err := a.a.Sync(bigSync(3000, func(i int) string { return fmt.Sprintf("alloc-%05d-%x", i, i*2654435761) }))
+	_, err := a.a.Sync(context.Background(), bigSync(3000, func(i int) string { return fmt.Sprintf("alloc-%05d-%x", i, i*2654435761) }))
 	if !errors.Is(err, ipam.ErrInvalid) || status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "--max-request-bytes") {
 		t.Fatalf("Sync over the limit: %v (code %s), want InvalidArgument naming --max-request-bytes", err, status.Code(err))
 	}
 	if got := a.a.ListAllocations(ipam.Filter{Owner: "pkg"}); len(got) != 0 || a.s.Applied() != before {
 		t.Fatalf("the refused Sync left %d allocations (applied %d, was %d)", len(got), a.s.Applied(), before)
 	}
-	if _, err := a.a.Sync(bigSync(10, func(i int) string { return fmt.Sprint("small-", i) })); err != nil {
+	if _, err := a.a.Sync(context.Background(), bigSync(10, func(i int) string { return fmt.Sprint("small-", i) })); err != nil {
 		t.Fatalf("a small Sync after the refused one: %v", err)
 	}
 }

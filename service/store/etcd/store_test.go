@@ -70,14 +70,14 @@ func TestStoreReplicasConverge(t *testing.T) {
 	c := startCluster(t, 1)
 	a, sa := newReplica(t, c.endpoints(), "/t1/")
 	b, sb := newReplica(t, c.endpoints(), "/t1/")
-	if err := a.CreateNetworkInstance(ipam.NetworkInstance{Key: ipam.Key{Owner: "o", Name: "vpc-1"}}); err != nil {
+	if err := a.CreateNetworkInstance(context.Background(), ipam.NetworkInstance{Key: ipam.Key{Owner: "o", Name: "vpc-1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.CreatePrefix(ipam.Prefix{Key: ipam.Key{Owner: "o", Name: "agg"}, NetworkInstance: "vpc-1", Kind: ipam.KindAggregate,
+	if _, err := a.CreatePrefix(context.Background(), ipam.Prefix{Key: ipam.Key{Owner: "o", Name: "agg"}, NetworkInstance: "vpc-1", Kind: ipam.KindAggregate,
 		Prefix: netip.MustParsePrefix("10.0.0.0/8")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.CreatePrefix(ipam.Prefix{Key: ipam.Key{Owner: "o", Name: "net"}, NetworkInstance: "vpc-1",
+	if _, err := a.CreatePrefix(context.Background(), ipam.Prefix{Key: ipam.Key{Owner: "o", Name: "net"}, NetworkInstance: "vpc-1",
 		Prefix: netip.MustParsePrefix("10.0.0.0/28"), Network: "net"}); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestStoreReplicasConverge(t *testing.T) {
 		if i%2 == 1 {
 			r = b
 		}
-		res, err := r.Allocate(ipam.Allocation{Key: ipam.Key{Owner: "o", Name: fmt.Sprint("x", i)}, Selector: sel})
+		res, err := r.Allocate(context.Background(), ipam.Allocation{Key: ipam.Key{Owner: "o", Name: fmt.Sprint("x", i)}, Selector: sel})
 		if err != nil {
 			t.Fatalf("allocation %d: %v", i, err)
 		}
@@ -100,11 +100,11 @@ func TestStoreReplicasConverge(t *testing.T) {
 		}
 		seen[res.Prefix] = fmt.Sprint("x", i)
 	}
-	if _, err := b.Allocate(ipam.Allocation{Key: ipam.Key{Owner: "o", Name: "full"}, Selector: sel}); !errors.Is(err, ipam.ErrExhausted) {
+	if _, err := b.Allocate(context.Background(), ipam.Allocation{Key: ipam.Key{Owner: "o", Name: "full"}, Selector: sel}); !errors.Is(err, ipam.ErrExhausted) {
 		t.Fatalf("15th allocation: %v, want exhausted", err)
 	}
 	// A Sync batch is atomic: a failing one commits nothing.
-	_, err := b.Sync(ipam.SyncRequest{Owner: "o2", Allocations: []ipam.Allocation{{Key: ipam.Key{Name: "y1"}, Selector: sel}}})
+	_, err := b.Sync(context.Background(), ipam.SyncRequest{Owner: "o2", Allocations: []ipam.Allocation{{Key: ipam.Key{Name: "y1"}, Selector: sel}}})
 	if !errors.Is(err, ipam.ErrExhausted) {
 		t.Fatalf("sync into a full network: %v", err)
 	}

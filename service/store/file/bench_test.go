@@ -1,6 +1,7 @@
 package file
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,7 +22,7 @@ var benchSel = ipam.Labels{ipam.LabelNetworkInstance: "vpc-1", ipam.LabelNetwork
 // 10.0.0.0/bits named big.
 func benchNetwork(b *testing.B, a *ipam.Allocator, bits int) {
 	b.Helper()
-	_, err := a.Sync(ipam.SyncRequest{Owner: "infra",
+	_, err := a.Sync(context.Background(), ipam.SyncRequest{Owner: "infra",
 		NetworkInstances: []ipam.NetworkInstance{{Key: ipam.Key{Name: "vpc-1"}, Prefixes: []ipam.VRFPrefix{{Prefix: pfx("10.0.0.0/8")}}}},
 		Prefixes: []ipam.Prefix{{Key: ipam.Key{Name: "big"}, NetworkInstance: "vpc-1", Prefix: pfx(fmt.Sprintf("10.0.0.1/%d", bits)),
 			Network: "big", Labels: ipam.Labels{ipam.LabelGateway: "true"}}}})
@@ -57,7 +58,7 @@ func BenchmarkW5DurableAllocsPerSec(b *testing.B) {
 		for range clients {
 			wg.Go(func() {
 				for range perClient {
-					if _, err := a.Allocate(ipam.Allocation{Key: benchKey(int(next.Add(1))), Selector: benchSel}); err != nil {
+					if _, err := a.Allocate(context.Background(), ipam.Allocation{Key: benchKey(int(next.Add(1))), Selector: benchSel}); err != nil {
 						b.Error(err)
 						return
 					}
@@ -89,7 +90,7 @@ func heapPerAlloc(b *testing.B, n int) float64 {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := range n {
-		if _, err := a.Allocate(ipam.Allocation{Key: benchKey(i), Selector: benchSel}); err != nil {
+		if _, err := a.Allocate(context.Background(), ipam.Allocation{Key: benchKey(i), Selector: benchSel}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -122,7 +123,7 @@ func buildRestartStore(b *testing.B) string {
 		for j := i; j < min(i+perSync, restartAllocs); j++ {
 			req.Allocations = append(req.Allocations, ipam.Allocation{Key: benchKey(j), Selector: benchSel})
 		}
-		if _, err := a.Sync(req); err != nil {
+		if _, err := a.Sync(context.Background(), req); err != nil {
 			b.Fatal(err)
 		}
 	}

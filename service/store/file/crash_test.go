@@ -2,6 +2,7 @@ package file
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -57,13 +58,13 @@ func TestHelperAllocator(t *testing.T) {
 		os.Exit(2)
 	}
 	if _, err := a.GetNetworkInstance("crash"); err != nil {
-		if err := a.CreateNetworkInstance(ipam.NetworkInstance{Key: ipam.Key{Name: "crash"}, Prefixes: []ipam.VRFPrefix{{Prefix: pfx("10.0.0.0/8")}}}); err != nil {
+		if err := a.CreateNetworkInstance(context.Background(), ipam.NetworkInstance{Key: ipam.Key{Name: "crash"}, Prefixes: []ipam.VRFPrefix{{Prefix: pfx("10.0.0.0/8")}}}); err != nil {
 			fmt.Fprintln(os.Stderr, "setup:", err)
 			os.Exit(2)
 		}
 	}
 	if _, err := a.GetPrefix(ipam.Key{Name: "big"}); err != nil {
-		if _, err := a.CreatePrefix(ipam.Prefix{Key: ipam.Key{Name: "big"}, NetworkInstance: "crash", Prefix: pfx("10.1.0.0/16"), Network: "big"}); err != nil {
+		if _, err := a.CreatePrefix(context.Background(), ipam.Prefix{Key: ipam.Key{Name: "big"}, NetworkInstance: "crash", Prefix: pfx("10.1.0.0/16"), Network: "big"}); err != nil {
 			fmt.Fprintln(os.Stderr, "setup:", err)
 			os.Exit(2)
 		}
@@ -86,7 +87,7 @@ func TestHelperAllocator(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(uint64(g), uint64(time.Now().UnixNano())))
 			for i := 0; ; i++ {
 				k := ipam.Key{Owner: "crash", Namespace: "r" + round, Name: fmt.Sprintf("g%d-%d", g, i)}
-				res, err := a.Allocate(ipam.Allocation{Key: k, Selector: crashSel})
+				res, err := a.Allocate(context.Background(), ipam.Allocation{Key: k, Selector: crashSel})
 				if errors.Is(err, ipam.ErrExhausted) {
 					return
 				}
@@ -97,7 +98,7 @@ func TestHelperAllocator(t *testing.T) {
 				say("+ %s %s", keyString(k), res.Prefix.Addr())
 				if rnd.IntN(3) == 0 {
 					say("? %s", keyString(k))
-					if err := a.Release(k); err != nil {
+					if err := a.Release(context.Background(), k); err != nil {
 						fmt.Fprintln(os.Stderr, "release:", err)
 						os.Exit(2)
 					}

@@ -2,6 +2,7 @@ package file
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -128,18 +129,18 @@ type step struct {
 // with pruning and deletions.
 func workload() []step {
 	alloc := func(r ipam.Allocation) func(a *ipam.Allocator) error {
-		return func(a *ipam.Allocator) error { _, err := a.Allocate(r); return err }
+		return func(a *ipam.Allocator) error { _, err := a.Allocate(context.Background(), r); return err }
 	}
 	prefix := func(p ipam.Prefix) func(a *ipam.Allocator) error {
-		return func(a *ipam.Allocator) error { _, err := a.CreatePrefix(p); return err }
+		return func(a *ipam.Allocator) error { _, err := a.CreatePrefix(context.Background(), p); return err }
 	}
 	steps := []step{
 		{"vpc-1", func(a *ipam.Allocator) error {
-			return a.CreateNetworkInstance(ipam.NetworkInstance{Key: infra("vpc-1"), Labels: ipam.Labels{"tier": "core"},
+			return a.CreateNetworkInstance(context.Background(), ipam.NetworkInstance{Key: infra("vpc-1"), Labels: ipam.Labels{"tier": "core"},
 				Prefixes: []ipam.VRFPrefix{{Prefix: pfx("10.0.0.0/8")}, {Prefix: pfx("2001:db8::/32"), Labels: ipam.Labels{"v6": "yes"}}}})
 		}},
 		{"vpc-2", func(a *ipam.Allocator) error {
-			return a.CreateNetworkInstance(ipam.NetworkInstance{Key: infra("vpc-2")})
+			return a.CreateNetworkInstance(context.Background(), ipam.NetworkInstance{Key: infra("vpc-2")})
 		}},
 		{"agg 172.16/12", prefix(ipam.Prefix{Key: infra("agg172"), NetworkInstance: "vpc-1", Kind: ipam.KindAggregate, Prefix: pfx("172.16.0.0/12")})},
 		{"net1", prefix(ipam.Prefix{Key: infra("net1"), NetworkInstance: "vpc-1", Prefix: pfx("10.0.1.1/24"), Network: "net1",
@@ -151,7 +152,7 @@ func workload() []step {
 		{"pool", prefix(ipam.Prefix{Key: infra("pool"), NetworkInstance: "vpc-1", Kind: ipam.KindPool, Prefix: pfx("10.2.0.0/16"), Labels: ipam.Labels{"purpose": "nat"}})},
 		{"loopback", prefix(ipam.Prefix{Key: infra("lo"), NetworkInstance: "vpc-1", Kind: ipam.KindLoopback, Prefix: pfx("10.255.0.0/24")})},
 		{"range", func(a *ipam.Allocator) error {
-			return a.CreateRange(ipam.IPRange{Key: infra("pool1"), NetworkInstance: "vpc-1", Start: ip("10.0.1.100"), End: ip("10.0.1.120"),
+			return a.CreateRange(context.Background(), ipam.IPRange{Key: infra("pool1"), NetworkInstance: "vpc-1", Start: ip("10.0.1.100"), End: ip("10.0.1.120"),
 				Labels:         ipam.Labels{"metal3.io/pool": "pool1"},
 				Exclusions:     []ipam.AddrRange{{Start: ip("10.0.1.100"), End: ip("10.0.1.101")}},
 				PreAllocations: map[string]netip.Addr{"claim1": ip("10.0.1.105")}})
@@ -170,9 +171,9 @@ func workload() []step {
 		{"alloc explicit", alloc(ipam.Allocation{Key: app("exact"), Prefix: pfx("10.0.1.77/24"), NetworkInstance: "vpc-1"})},
 		{"relabel a1", alloc(ipam.Allocation{Key: app("a1"), Selector: sel1, AddressFamily: ipam.IPv4, Labels: ipam.Labels{"app": "smf"}})},
 		{"re-allocate blk", alloc(ipam.Allocation{Key: app("blk"), Selector: sel1, AddressFamily: ipam.IPv4, Count: 2})},
-		{"release m1", func(a *ipam.Allocator) error { return a.Release(app("m1")) }},
+		{"release m1", func(a *ipam.Allocator) error { return a.Release(context.Background(), app("m1")) }},
 		{"sync pkg", func(a *ipam.Allocator) error {
-			_, err := a.Sync(ipam.SyncRequest{Owner: "pkg", Prune: true,
+			_, err := a.Sync(context.Background(), ipam.SyncRequest{Owner: "pkg", Prune: true,
 				Prefixes: []ipam.Prefix{{Key: ipam.Key{Name: "pkg-net"}, NetworkInstance: "vpc-1", Prefix: pfx("10.0.7.1/24"), Network: "pkgnet",
 					Labels: ipam.Labels{ipam.LabelGateway: "true"}}},
 				Allocations: []ipam.Allocation{
@@ -183,7 +184,7 @@ func workload() []step {
 			return err
 		}},
 		{"sync pkg prune", func(a *ipam.Allocator) error {
-			_, err := a.Sync(ipam.SyncRequest{Owner: "pkg", Prune: true,
+			_, err := a.Sync(context.Background(), ipam.SyncRequest{Owner: "pkg", Prune: true,
 				Prefixes: []ipam.Prefix{{Key: ipam.Key{Name: "pkg-net"}, NetworkInstance: "vpc-1", Prefix: pfx("10.0.7.1/24"), Network: "pkgnet",
 					Labels: ipam.Labels{ipam.LabelGateway: "true"}}},
 				Allocations: []ipam.Allocation{
@@ -195,20 +196,20 @@ func workload() []step {
 		{"vpc-2 aggregate", prefix(ipam.Prefix{Key: infra("agg-v2"), NetworkInstance: "vpc-2", Kind: ipam.KindAggregate, Prefix: pfx("10.0.0.0/8")})},
 		{"vpc-2 net", prefix(ipam.Prefix{Key: infra("net-v2"), NetworkInstance: "vpc-2", Prefix: pfx("10.0.1.0/24"), Network: "net1"})},
 		{"vpc-2 alloc", alloc(ipam.Allocation{Key: app("v2"), Selector: ipam.Labels{ipam.LabelNetworkInstance: "vpc-2", ipam.LabelNetworkName: "net1"}})},
-		{"vpc-2 release", func(a *ipam.Allocator) error { return a.Release(app("v2")) }},
-		{"vpc-2 delete net", func(a *ipam.Allocator) error { return a.DeletePrefix(infra("net-v2")) }},
-		{"vpc-2 delete agg", func(a *ipam.Allocator) error { return a.DeletePrefix(infra("agg-v2")) }},
-		{"vpc-2 delete", func(a *ipam.Allocator) error { return a.DeleteNetworkInstance(infra("vpc-2")) }},
+		{"vpc-2 release", func(a *ipam.Allocator) error { return a.Release(context.Background(), app("v2")) }},
+		{"vpc-2 delete net", func(a *ipam.Allocator) error { return a.DeletePrefix(context.Background(), infra("net-v2")) }},
+		{"vpc-2 delete agg", func(a *ipam.Allocator) error { return a.DeletePrefix(context.Background(), infra("agg-v2")) }},
+		{"vpc-2 delete", func(a *ipam.Allocator) error { return a.DeleteNetworkInstance(context.Background(), infra("vpc-2")) }},
 		{"range 2", func(a *ipam.Allocator) error {
-			return a.CreateRange(ipam.IPRange{Key: infra("pool2"), NetworkInstance: "vpc-1", Start: ip("10.0.1.200"), End: ip("10.0.1.210"),
+			return a.CreateRange(context.Background(), ipam.IPRange{Key: infra("pool2"), NetworkInstance: "vpc-1", Start: ip("10.0.1.200"), End: ip("10.0.1.210"),
 				Labels: ipam.Labels{"metal3.io/pool": "pool2"}})
 		}},
-		{"range 2 delete", func(a *ipam.Allocator) error { return a.DeleteRange(infra("pool2")) }},
+		{"range 2 delete", func(a *ipam.Allocator) error { return a.DeleteRange(context.Background(), infra("pool2")) }},
 	}
 	for i := range 40 {
 		steps = append(steps, step{fmt.Sprintf("fill %d", i), alloc(ipam.Allocation{Key: app(fmt.Sprintf("f%02d", i)), Selector: sel1, AddressFamily: ipam.IPv4})})
 		if i%3 == 0 {
-			steps = append(steps, step{fmt.Sprintf("release fill %d", i), func(a *ipam.Allocator) error { return a.Release(app(fmt.Sprintf("f%02d", i))) }})
+			steps = append(steps, step{fmt.Sprintf("release fill %d", i), func(a *ipam.Allocator) error { return a.Release(context.Background(), app(fmt.Sprintf("f%02d", i))) }})
 		}
 	}
 	return steps
@@ -282,7 +283,7 @@ func TestReopenRestoresState(t *testing.T) {
 			sameState(t, b, a)
 			// The restored allocator keeps journaling: one more change
 			// survives another restart.
-			if _, err := b.Allocate(ipam.Allocation{Key: app("after-restart"), Selector: sel1, AddressFamily: ipam.IPv4}); err != nil {
+			if _, err := b.Allocate(context.Background(), ipam.Allocation{Key: app("after-restart"), Selector: sel1, AddressFamily: ipam.IPv4}); err != nil {
 				t.Fatal(err)
 			}
 			if err := s2.Close(); err != nil {
@@ -304,10 +305,10 @@ func TestConcurrentWithAutomaticSnapshots(t *testing.T) {
 	dir := t.TempDir()
 	s, a := openAllocator(t, dir, Options{SnapshotEvery: 50})
 	runWorkload(t, a, workload()[:5])
-	if err := a.CreateNetworkInstance(ipam.NetworkInstance{Key: infra("vpc-3"), Prefixes: []ipam.VRFPrefix{{Prefix: pfx("10.0.0.0/8")}}}); err != nil {
+	if err := a.CreateNetworkInstance(context.Background(), ipam.NetworkInstance{Key: infra("vpc-3"), Prefixes: []ipam.VRFPrefix{{Prefix: pfx("10.0.0.0/8")}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.CreatePrefix(ipam.Prefix{Key: infra("net-v3"), NetworkInstance: "vpc-3", Prefix: pfx("10.1.0.0/16"), Network: "n"}); err != nil {
+	if _, err := a.CreatePrefix(context.Background(), ipam.Prefix{Key: infra("net-v3"), NetworkInstance: "vpc-3", Prefix: pfx("10.1.0.0/16"), Network: "n"}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -320,12 +321,12 @@ func TestConcurrentWithAutomaticSnapshots(t *testing.T) {
 			}
 			for i := range 60 {
 				k := ipam.Key{Owner: fmt.Sprintf("o%d", g), Name: fmt.Sprintf("k%d", i)}
-				if _, err := a.Allocate(ipam.Allocation{Key: k, Selector: sel, AddressFamily: ipam.IPv4}); err != nil {
+				if _, err := a.Allocate(context.Background(), ipam.Allocation{Key: k, Selector: sel, AddressFamily: ipam.IPv4}); err != nil {
 					errs <- err
 					return
 				}
 				if i%4 == 0 {
-					if err := a.Release(k); err != nil {
+					if err := a.Release(context.Background(), k); err != nil {
 						errs <- err
 						return
 					}
@@ -351,7 +352,7 @@ func TestAppendAfterClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	err := a.CreateNetworkInstance(ipam.NetworkInstance{Key: infra("vpc-1")})
+	err := a.CreateNetworkInstance(context.Background(), ipam.NetworkInstance{Key: infra("vpc-1")})
 	if err == nil {
 		t.Fatal("a change journaled to a closed store succeeded")
 	}
@@ -405,7 +406,7 @@ func TestTornTail(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The last batch: three new allocations in one Sync.
-			if _, err := a.Sync(ipam.SyncRequest{Owner: "last", Allocations: []ipam.Allocation{
+			if _, err := a.Sync(context.Background(), ipam.SyncRequest{Owner: "last", Allocations: []ipam.Allocation{
 				{Key: ipam.Key{Name: "l1"}, Selector: sel1, AddressFamily: ipam.IPv4},
 				{Key: ipam.Key{Name: "l2"}, Selector: sel1, AddressFamily: ipam.IPv4},
 				{Key: ipam.Key{Name: "l3"}, Selector: sel1, AddressFamily: ipam.IPv4},
@@ -506,14 +507,14 @@ func TestRestoreRejectsBadRecords(t *testing.T) {
 func TestRestoreManyChunks(t *testing.T) {
 	dir := t.TempDir()
 	s, a := openAllocator(t, dir, Options{NoSync: true, SnapshotEvery: -1})
-	if _, err := a.Sync(ipam.SyncRequest{Owner: "infra",
+	if _, err := a.Sync(context.Background(), ipam.SyncRequest{Owner: "infra",
 		NetworkInstances: []ipam.NetworkInstance{{Key: ipam.Key{Name: "vpc-1"}, Prefixes: []ipam.VRFPrefix{{Prefix: pfx("10.0.0.0/8")}}}},
 		Prefixes:         []ipam.Prefix{{Key: ipam.Key{Name: "big"}, NetworkInstance: "vpc-1", Prefix: pfx("10.0.0.1/16"), Network: "big"}}}); err != nil {
 		t.Fatal(err)
 	}
 	alloc := func(from, to int) {
 		for i := from; i < to; i++ {
-			if _, err := a.Allocate(ipam.Allocation{Key: benchKey(i), Selector: benchSel}); err != nil {
+			if _, err := a.Allocate(context.Background(), ipam.Allocation{Key: benchKey(i), Selector: benchSel}); err != nil {
 				t.Fatal(err)
 			}
 		}
