@@ -3,6 +3,8 @@ package ipam
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -76,4 +78,79 @@ func TestContextEndsTheWaitNotTheChange(t *testing.T) {
 		t.Fatalf("a call with a done context changed the state: %v", err)
 	}
 	checkInvariants(t, a)
+}
+
+// TestReadsDoNotWaitForTheStore: while a change of an owner waits for a
+// stalled store, reads of that owner (Get, List) answer, and see it.
+func TestReadsDoNotWaitForTheStore(t *testing.T) {
+	j := &stalledJournal{release: make(chan struct{})}
+	close(j.release)
+	a := New(WithJournal(j))
+	if _, err := a.Sync(context.Background(), seedRequest()); err != nil {
+		t.Fatal(err)
+	}
+	j.release = make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Allocate(context.Background(), Allocation{Key: k("waiting"), Selector: Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net1"}})
+		done <- err
+	}()
+	for {
+		if _, err := a.GetAllocation(k("waiting")); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Allocate returned (%v) before the store was released", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if page, _ := a.ListAllocationsPage(Filter{Owner: owner}, nil, 10); len(page) == 0 {
+		t.Fatal("List of the owner found nothing while its change waits for the store")
+	}
+	close(j.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestListAllocationsPage: the pages of any size, concatenated, are the
+// whole list, and a page starts after the key it is given.
+func TestListAllocationsPage(t *testing.T) {
+	a := New()
+	if _, err := a.Sync(context.Background(), seedRequest()); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []string{"o1", "o2", "o3"} {
+		req := SyncRequest{Owner: o}
+		for i := range 37 {
+			req.Allocations = append(req.Allocations, Allocation{Key: Key{Namespace: []string{"b", "a"}[i%2], Name: fmt.Sprint("n", i)},
+				Selector: Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net1"}})
+		}
+		if _, err := a.Sync(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []Filter{{}, {Owner: "o2"}, {NetworkInstance: "vpc-1"}} {
+		all := a.ListAllocations(f)
+		for _, size := range []int{1, 5, 36, 37, 38, 500} {
+			var got []AllocationRecord
+			var after *Key
+			for {
+				page, more := a.ListAllocationsPage(f, after, size)
+				if len(page) > size || more && len(page) != size {
+					t.Fatalf("filter %+v size %d: a page of %d, more %v", f, size, len(page), more)
+				}
+				got = append(got, page...)
+				if !more {
+					break
+				}
+				k := page[len(page)-1].Allocation.Key
+				after = &k
+			}
+			if !reflect.DeepEqual(got, all) {
+				t.Fatalf("filter %+v size %d: pages hold %d records, the list %d", f, size, len(got), len(all))
+			}
+		}
+	}
 }

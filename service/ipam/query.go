@@ -1,6 +1,8 @@
 package ipam
 
 import (
+	"bytes"
+	"cmp"
 	"maps"
 	"slices"
 )
@@ -158,24 +160,76 @@ func (a *Allocator) GetAllocation(key Key) (AllocationRecord, error) {
 
 // ListAllocations returns the matching allocations, by owner then key.
 func (a *Allocator) ListAllocations(f Filter) []AllocationRecord {
+	out, _ := a.ListAllocationsPage(f, nil, -1)
+	return out
+}
+
+// ListAllocationsPage returns up to limit matching allocations (all with
+// a negative limit) whose key comes after after (nil: from the first),
+// by owner then key, and whether more follow. Only the page is copied:
+// the scan under the locks looks at keys and labels, so listing a page
+// of a large owner costs the page, not the owner.
+func (a *Allocator) ListAllocationsPage(f Filter, after *Key, limit int) ([]AllocationRecord, bool) {
+	// ref is a matching record; name is a view of the table's name arena,
+	// valid while the owner's lock is held.
+	type ref struct {
+		ns   string
+		name []byte
+		t    *allocTable
+		i    int
+	}
+	compare := func(ns string, name []byte, x ref) int {
+		if c := cmp.Compare(ns, x.ns); c != 0 {
+			return c
+		}
+		return bytes.Compare(name, x.name)
+	}
+	var afterRef ref
+	if after != nil {
+		afterRef = ref{ns: after.Namespace, name: []byte(after.Name)}
+	}
 	var out []AllocationRecord
+	more := false
+	var refs []ref
 	a.readOwners(f.Owner, func(os *ownerState) {
-		first := len(out)
+		if more || after != nil && os.name < after.Owner {
+			return
+		}
+		n := 0
+		for _, t := range os.tables {
+			n += t.len()
+		}
+		refs = slices.Grow(refs[:0], n)
+		skip := after != nil && os.name == after.Owner
 		for _, t := range os.tables {
 			t.v.mu.RLock()
 			for i := range t.len() {
-				if r := t.rec(i); f.matches(os.name, t.v.name, r.spec.req.Labels) {
-					o := t.at(i)
-					out = append(out, AllocationRecord{Allocation: cloneAlloc(o.request()), Result: o.result()})
+				r := t.rec(i)
+				if !f.matches(os.name, t.v.name, r.spec.req.Labels) {
+					continue
 				}
+				x := ref{r.spec.req.Key.Namespace, t.names.bytes(r.name), t, i}
+				if skip && compare(x.ns, x.name, afterRef) <= 0 {
+					continue
+				}
+				refs = append(refs, x)
 			}
 			t.v.mu.RUnlock()
 		}
-		slices.SortFunc(out[first:], func(x, y AllocationRecord) int {
-			return compareNsName(nsn(x.Allocation.Key), nsn(y.Allocation.Key))
-		})
+		slices.SortFunc(refs, func(x, y ref) int { return compare(x.ns, x.name, y) })
+		if limit >= 0 && len(out)+len(refs) > limit {
+			refs, more = refs[:limit-len(out)], true
+		}
+		// The owner's lock is held throughout: its tables have not changed.
+		out = slices.Grow(out, len(refs))
+		for _, r := range refs {
+			r.t.v.mu.RLock()
+			o := r.t.at(r.i)
+			out = append(out, AllocationRecord{Allocation: cloneAlloc(o.request()), Result: o.result()})
+			r.t.v.mu.RUnlock()
+		}
 	})
-	return out
+	return out, more
 }
 
 // Tree returns the prefix hierarchy of a network instance in prefix order

@@ -125,11 +125,19 @@ func (s *Service) list(req *ipamv1.ListRequest) (*ipamv1.ListResponse, error) {
 		}
 		resp.NextPageToken = next
 	case ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION:
-		items, next := page(s.a.ListAllocations(f), func(x ipam.AllocationRecord) ipam.Key { return x.Allocation.Key }, kind, after, size)
+		// The bulk: the core copies only the page.
+		var from *ipam.Key
+		if after != nil {
+			from = &after.last
+		}
+		items, more := s.a.ListAllocationsPage(f, from, size)
+		resp.Objects = make([]*ipamv1.Object, 0, len(items))
 		for _, x := range items {
 			resp.Objects = append(resp.Objects, &ipamv1.Object{Object: &ipamv1.Object_Allocation{Allocation: allocationRecordToProto(x)}})
 		}
-		resp.NextPageToken = next
+		if more {
+			resp.NextPageToken = pageToken{kind: kind, last: items[len(items)-1].Allocation.Key}.encode()
+		}
 	default:
 		return nil, invalidRequest("kind", fmt.Sprintf("%s is not an object kind", kind))
 	}

@@ -16,4 +16,6 @@ var targets = []Target{
 	{ID: "W6", Match: "W6HeapBytesPerAlloc", Unit: "B/alloc", Cmp: AtMost, Value: 64},
 	{ID: "W6", Match: "W6RestartSeconds", Unit: "s", Cmp: AtMost, Value: 1},
 	{ID: "W7", Match: "W7RenderRatio", Unit: "ratio", Cmp: AtMost, Value: 2},
+	{ID: "W8", Match: "W8MixedLoad", Unit: "calls/s", Cmp: AtLeast, Value: 5000},
+	{ID: "W8", Match: "W8MixedLoad", Unit: "p99-ms", Cmp: AtMost, Value: 50},
 }
