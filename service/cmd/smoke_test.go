@@ -29,11 +29,12 @@ import (
 // binaries are the shipped binaries and the flags their --help must name.
 // TestEveryBinaryIsCovered fails when a main package is not listed here.
 var binaries = map[string][]string{
-	"ipam-server":     {"listen", "data-dir", "store", "etcd-endpoints", "tls-cert", "tls-key", "client-ca", "metrics-addr"},
-	"ipamctl":         {"server"},
+	"ipam-server": {"listen", "data-dir", "store", "etcd-endpoints", "tls-cert", "tls-key", "client-ca", "metrics-addr",
+		"authz-policy", "recover-truncated"},
+	"ipamctl":         {"server", "token-file"},
 	"ipam-fn":         {},
-	"ipam-controller": {"kubeconfig", "server", "tls-ca"},
-	"ipam-injector":   {"kubeconfig", "server", "namespace"},
+	"ipam-controller": {"kubeconfig", "server", "tls-ca", "token-file"},
+	"ipam-injector":   {"kubeconfig", "server", "namespace", "token-file"},
 }
 
 // moduleRoot is the directory of go.mod.
