@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/service/store/record"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -186,7 +187,7 @@ func BenchmarkEncodeAllocation(b *testing.B) {
 	var buf []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = appendRecord(buf[:0], &rec)
+		buf = record.Append(buf[:0], &rec)
 	}
 	b.ReportMetric(float64(len(buf)), "bytes/record")
 }
@@ -197,18 +198,18 @@ func BenchmarkDecodeAllocation(b *testing.B) {
 	encs := make([][]byte, 1024)
 	for i := range encs {
 		rec := typicalAllocation(i)
-		encs[i] = appendRecord(nil, &rec)
+		encs[i] = record.Append(nil, &rec)
 	}
-	var d decoder
+	var d record.Decoder
 	slab := make([]ipam.AllocationRecord, restoreChunk) // recycled as Restore does
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if len(d.slab) == 0 {
+		if i%len(slab) == 0 {
 			clear(slab)
-			d.slab = slab
+			d.UseSlab(slab)
 		}
-		if _, err := d.record(encs[i%len(encs)]); err != nil {
+		if _, err := d.Decode(encs[i%len(encs)]); err != nil {
 			b.Fatal(err)
 		}
 		i++

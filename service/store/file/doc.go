@@ -28,7 +28,7 @@
 //
 // Each batch holds the records of one mutation (one Allocate, one Sync, ...)
 // and each of its payloads is one ipam.Record in the binary encoding of
-// codec.go (version byte 1, op, key, then the object's present fields under a
+// package record (version byte 1, op, key, then the object's present fields under a
 // field mask; strings and lengths as uvarints, addresses as 4 or 16 bytes,
 // maps in key order). A snapshot's state, inside the log's checksummed
 // snapshot file, is

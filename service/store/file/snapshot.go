@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/service/store/record"
 )
 
 // Snapshot payload, version 1:
@@ -35,7 +36,7 @@ func writeSnapshot(w io.Writer, recs []ipam.Record) error {
 	bw.WriteByte(snapVersion)
 	var buf []byte
 	for i := range recs {
-		buf = appendRecord(buf[:0], &recs[i])
+		buf = record.Append(buf[:0], &recs[i])
 		var hdr [binary.MaxVarintLen64]byte
 		bw.Write(hdr[:binary.PutUvarint(hdr[:], uint64(len(buf)))])
 		bw.Write(buf)
@@ -47,7 +48,7 @@ func writeSnapshot(w io.Writer, recs []ipam.Record) error {
 
 // readSnapshot decodes a snapshot payload from r and hands its records to
 // emit in order.
-func readSnapshot(r io.Reader, d *decoder, emit func(ipam.Record) error) error {
+func readSnapshot(r io.Reader, d *record.Decoder, emit func(ipam.Record) error) error {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var head [len(snapMagic) + 1]byte
 	if _, err := io.ReadFull(br, head[:]); err != nil {
@@ -87,7 +88,7 @@ func readSnapshot(r io.Reader, d *decoder, emit func(ipam.Record) error) error {
 				return fmt.Errorf("%w: frame %d: %v", errSnapshot, n, noEOF(err))
 			}
 		}
-		rec, err := d.record(b)
+		rec, err := d.Decode(b)
 		if err != nil {
 			return fmt.Errorf("snapshot frame %d: %w", n, err)
 		}

@@ -10,12 +10,14 @@ import (
 	"testing/iotest"
 
 	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/service/store/record"
+	"github.com/nephio-project/ipam/service/store/record/recordtest"
 )
 
 func snapshotRecords(n int) []ipam.Record {
 	var recs []ipam.Record
-	for _, tc := range codecCases() {
-		recs = append(recs, tc.rec)
+	for _, tc := range recordtest.Cases() {
+		recs = append(recs, tc.Record)
 	}
 	for i := range n {
 		k := ipam.Key{Owner: "o", Namespace: "ns", Name: fmt.Sprintf("a%d", i)}
@@ -36,7 +38,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []ipam.Record
-			var d decoder
+			var d record.Decoder
 			// One byte per read: frames straddle every buffer boundary.
 			err := readSnapshot(iotest.OneByteReader(bytes.NewReader(b.Bytes())), &d, func(r ipam.Record) error {
 				got = append(got, r)
@@ -66,7 +68,7 @@ func TestSnapshotLargeFrame(t *testing.T) {
 		t.Fatalf("frame of %d bytes does not exceed the reader's buffer", b.Len())
 	}
 	var got []ipam.Record
-	var d decoder
+	var d record.Decoder
 	if err := readSnapshot(&b, &d, func(r ipam.Record) error { got = append(got, r); return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -97,15 +99,15 @@ func TestSnapshotRejects(t *testing.T) {
 		cases[fmt.Sprintf("cut at %d", i)] = g[:i]
 	}
 	for name, b := range cases {
-		var d decoder
+		var d record.Decoder
 		err := readSnapshot(bytes.NewReader(b), &d, func(ipam.Record) error { return nil })
-		if !errors.Is(err, errSnapshot) && !errors.Is(err, errMalformed) {
+		if !errors.Is(err, errSnapshot) && !errors.Is(err, record.ErrMalformed) {
 			t.Errorf("%s: err = %v, want a malformed snapshot", name, err)
 		}
 	}
 	// An emit error stops reading and is returned as is.
 	stop := errors.New("stop")
-	var d decoder
+	var d record.Decoder
 	if err := readSnapshot(bytes.NewReader(g), &d, func(ipam.Record) error { return stop }); err != stop {
 		t.Fatalf("emit error: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nephio-project/ipam/service/internal/wal"
 	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/service/store/record"
 )
 
 // Options configure a Store.
@@ -149,9 +150,9 @@ func (s *Store) Restore(a *ipam.Allocator) error {
 		applied <- err
 	}()
 
-	var d decoder
+	var d record.Decoder
 	cur := newChunk(free)
-	d.slab = cur.allocs
+	d.UseSlab(cur.allocs)
 	add := func(rec ipam.Record) error {
 		cur.recs = append(cur.recs, rec)
 		if len(cur.recs) < restoreChunk {
@@ -163,7 +164,7 @@ func (s *Store) Restore(a *ipam.Allocator) error {
 			return errors.New("apply failed")
 		}
 		cur = newChunk(free)
-		d.slab = cur.allocs
+		d.UseSlab(cur.allocs)
 		return nil
 	}
 	var snapRecs, logRecs int
@@ -173,7 +174,7 @@ func (s *Store) Restore(a *ipam.Allocator) error {
 			return add(rec)
 		})
 	}, func(b []byte) error {
-		rec, err := d.record(b)
+		rec, err := d.Decode(b)
 		if err != nil {
 			return fmt.Errorf("log record %d: %w", logRecs, err)
 		}
@@ -219,7 +220,7 @@ func (s *Store) Append(recs []ipam.Record) func() error {
 	buf, payloads := eb.buf[:0], eb.payloads[:0]
 	for i := range recs {
 		start := len(buf)
-		buf = appendRecord(buf, &recs[i])
+		buf = record.Append(buf, &recs[i])
 		// When buf grows, earlier payloads keep pointing into the old
 		// array, which stays valid.
 		payloads = append(payloads, buf[start:len(buf):len(buf)])

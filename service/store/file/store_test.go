@@ -18,6 +18,7 @@ import (
 
 	"github.com/nephio-project/ipam/service/internal/wal"
 	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/service/store/record"
 )
 
 // logBuffer collects log lines of a store for assertions.
@@ -365,6 +366,9 @@ func TestAppendAfterClose(t *testing.T) {
 // in the middle of a write leaves it: the restore drops the whole last
 // batch (a Sync of several records), keeps everything before it, and says
 // so in the log.
+func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+func ip(s string) netip.Addr    { return netip.MustParseAddr(s) }
+
 // unacknowledgeLast rewrites the ACKED file of dir (its format is in
 // package wal's documentation) to the batch before the last acknowledged
 // one, as it is after a crash during the last batch's write.
@@ -481,9 +485,9 @@ func TestRestoreRejectsBadRecords(t *testing.T) {
 		payloads [][]byte
 		want     error
 	}{
-		{"unknown version", [][]byte{appendRecord(nil, &vpc), {9, 1, 0, 0, 0, 0}}, errMalformed},
-		{"truncated record", [][]byte{appendRecord(nil, &vpc)[:5]}, errMalformed},
-		{"record that does not apply", [][]byte{appendRecord(nil, &vpc), appendRecord(nil, &orphan)}, ipam.ErrNotFound},
+		{"unknown version", [][]byte{record.Append(nil, &vpc), {9, 1, 0, 0, 0, 0}}, record.ErrMalformed},
+		{"truncated record", [][]byte{record.Append(nil, &vpc)[:5]}, record.ErrMalformed},
+		{"record that does not apply", [][]byte{record.Append(nil, &vpc), record.Append(nil, &orphan)}, ipam.ErrNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -1,4 +1,4 @@
-package file
+package record
 
 import (
 	"bytes"
@@ -9,113 +9,35 @@ import (
 	"testing"
 
 	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/service/store/record/recordtest"
 )
 
-var (
-	k1 = ipam.Key{Owner: "pkg-a", Namespace: "default", Name: "n1"}
-	k2 = ipam.Key{Owner: "pkg-b", Namespace: "ns", Name: "other"}
-)
+var k1 = ipam.Key{Owner: "pkg-a", Namespace: "default", Name: "n1"}
 
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 func ip(s string) netip.Addr    { return netip.MustParseAddr(s) }
 
-// codecCases covers every Op and every field of every object.
-func codecCases() []struct {
-	name string
-	rec  ipam.Record
-} {
-	return []struct {
-		name string
-		rec  ipam.Record
-	}{
-		{"zero key", ipam.Record{Op: ipam.OpDeleteAllocation}},
-		{"delete network instance", ipam.Record{Op: ipam.OpDeleteNetworkInstance, Key: ipam.Key{Name: "vpc-1"}}},
-		{"delete prefix", ipam.Record{Op: ipam.OpDeletePrefix, Key: k1}},
-		{"delete range", ipam.Record{Op: ipam.OpDeleteRange, Key: k1}},
-		{"delete allocation", ipam.Record{Op: ipam.OpDeleteAllocation, Key: k2}},
-		{"put network instance empty", ipam.Record{Op: ipam.OpPutNetworkInstance, Key: k1, NetworkInstance: &ipam.NetworkInstance{Key: k1}}},
-		{"put network instance full", ipam.Record{Op: ipam.OpPutNetworkInstance, Key: k1, NetworkInstance: &ipam.NetworkInstance{
-			Key: k2,
-			Prefixes: []ipam.VRFPrefix{
-				{Prefix: pfx("10.0.0.0/8")},
-				{Prefix: pfx("2001:db8::/32"), Labels: ipam.Labels{"a": "1", "b": ""}},
-				{Prefix: netip.PrefixFrom(ip("192.168.0.1"), -1)},
-				{},
-			},
-			Labels: ipam.Labels{"env": "prod", "": "empty-key", "nephio.org/gateway": "true"},
-		}}},
-		{"put prefix minimal", ipam.Record{Op: ipam.OpPutPrefix, Key: k1, Prefix: &ipam.Prefix{Key: k1}}},
-		{"put prefix full", ipam.Record{Op: ipam.OpPutPrefix, Key: k1, Prefix: &ipam.Prefix{
-			Key:             k2,
-			NetworkInstance: "vpc-1",
-			Kind:            ipam.KindNetwork,
-			Prefix:          pfx("10.0.1.1/24"),
-			Network:         "net-1",
-			Labels:          ipam.Labels{ipam.LabelGateway: "true"},
-			Exclusions:      []ipam.AddrRange{{Start: ip("10.0.1.10"), End: ip("10.0.1.20")}, {Start: ip("10.0.1.30")}, {}},
-		}}},
-		{"put prefix kinds", ipam.Record{Op: ipam.OpPutPrefix, Key: k1, Prefix: &ipam.Prefix{Key: k1, Kind: ipam.KindAggregate, Prefix: pfx("0.0.0.0/0")}}},
-		{"put prefix pool", ipam.Record{Op: ipam.OpPutPrefix, Key: k1, Prefix: &ipam.Prefix{Key: k1, Kind: ipam.KindPool, Prefix: pfx("::/0")}}},
-		{"put prefix loopback", ipam.Record{Op: ipam.OpPutPrefix, Key: k1, Prefix: &ipam.Prefix{Key: k1, Kind: ipam.KindLoopback, Prefix: pfx("10.255.0.0/32")}}},
-		{"put prefix unknown kind", ipam.Record{Op: ipam.OpPutPrefix, Key: k1, Prefix: &ipam.Prefix{Key: k1, Kind: "wormhole", Prefix: pfx("fe80::/128")}}},
-		{"put range full", ipam.Record{Op: ipam.OpPutRange, Key: k1, Range: &ipam.IPRange{
-			Key:             k1,
-			NetworkInstance: "vpc-1",
-			Start:           ip("10.0.1.100"),
-			End:             ip("10.0.1.200"),
-			Labels:          ipam.Labels{"pool": "metal3"},
-			Exclusions:      []ipam.AddrRange{{Start: ip("10.0.1.150"), End: ip("10.0.1.150")}},
-			PreAllocations:  map[string]netip.Addr{"m1": ip("10.0.1.101"), "m0": ip("10.0.1.102"), "z": {}},
-		}}},
-		{"put range v6 zone", ipam.Record{Op: ipam.OpPutRange, Key: k1, Range: &ipam.IPRange{
-			Key: k2, Start: ip("fe80::1%eth0"), End: ip("::ffff:10.0.0.1"),
-		}}},
-		{"put allocation minimal", ipam.Record{Op: ipam.OpPutAllocation, Key: k1, Allocation: &ipam.AllocationRecord{Allocation: ipam.Allocation{Key: k1}}}},
-		{"put allocation address", ipam.Record{Op: ipam.OpPutAllocation, Key: k1, Allocation: &ipam.AllocationRecord{
-			Allocation: ipam.Allocation{Key: k1, NetworkInstance: "vpc-1", Kind: ipam.KindNetwork, AddressFamily: ipam.IPv4,
-				Selector: ipam.Labels{ipam.LabelNetworkName: "net-1"}},
-			Result: ipam.Result{NetworkInstance: "vpc-1", Prefix: pfx("10.0.1.2/24"), Gateway: ip("10.0.1.1")},
-		}}},
-		{"put allocation full", ipam.Record{Op: ipam.OpPutAllocation, Key: k1, Allocation: &ipam.AllocationRecord{
-			Allocation: ipam.Allocation{Key: k2, NetworkInstance: "vpc-1", Kind: ipam.KindPool, PrefixLength: 24,
-				Prefix: pfx("10.1.0.0/16"), AddressFamily: ipam.IPv6, Selector: ipam.Labels{"a": "b", "c": "d"},
-				Labels: ipam.Labels{"x": "y"}, Count: 17},
-			Result: ipam.Result{NetworkInstance: "vpc-2", Prefix: pfx("2001:db8::/64"), Gateway: ip("2001:db8::1"), Last: ip("2001:db8::11")},
-		}}},
-		{"put allocation negative ints, odd family", ipam.Record{Op: ipam.OpPutAllocation, Key: k1, Allocation: &ipam.AllocationRecord{
-			Allocation: ipam.Allocation{Key: k1, Kind: ipam.KindLoopback, PrefixLength: -1, Count: -1 << 40, AddressFamily: "ipx"},
-			Result:     ipam.Result{NetworkInstance: "only-result"},
-		}}},
-		{"several objects", ipam.Record{Op: ipam.OpPutPrefix, Key: k1,
-			NetworkInstance: &ipam.NetworkInstance{Key: k1},
-			Prefix:          &ipam.Prefix{Key: k1},
-			Range:           &ipam.IPRange{Key: k1},
-			Allocation:      &ipam.AllocationRecord{Allocation: ipam.Allocation{Key: k1}},
-		}},
-	}
-}
-
 func TestCodecRoundTrip(t *testing.T) {
-	for _, tc := range codecCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			enc := appendRecord(nil, &tc.rec)
-			got, err := decodeRecord(enc)
+	for _, tc := range recordtest.Cases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			enc := Append(nil, &tc.Record)
+			got, err := Decode(enc)
 			if err != nil {
 				t.Fatalf("decode: %v", err)
 			}
-			if !reflect.DeepEqual(got, tc.rec) {
-				t.Fatalf("round trip:\n got %#v\nwant %#v", got, tc.rec)
+			if !reflect.DeepEqual(got, tc.Record) {
+				t.Fatalf("round trip:\n got %#v\nwant %#v", got, tc.Record)
 			}
-			if again := appendRecord(nil, &got); !bytes.Equal(again, enc) {
+			if again := Append(nil, &got); !bytes.Equal(again, enc) {
 				t.Fatalf("re-encoding differs:\n%x\n%x", again, enc)
 			}
 			// Every strict prefix of an encoding is malformed.
 			for i := range enc {
-				if _, err := decodeRecord(enc[:i]); !errors.Is(err, errMalformed) {
+				if _, err := Decode(enc[:i]); !errors.Is(err, ErrMalformed) {
 					t.Fatalf("decode of %d of %d bytes: err = %v, want malformed", i, len(enc), err)
 				}
 			}
-			if _, err := decodeRecord(append(enc, 0)); !errors.Is(err, errMalformed) {
+			if _, err := Decode(append(enc, 0)); !errors.Is(err, ErrMalformed) {
 				t.Fatalf("trailing byte accepted: %v", err)
 			}
 		})
@@ -129,9 +51,9 @@ func TestCodecDeterministic(t *testing.T) {
 	}
 	rec := ipam.Record{Op: ipam.OpPutAllocation, Key: k1, Allocation: &ipam.AllocationRecord{
 		Allocation: ipam.Allocation{Key: k1, Selector: labels, Labels: labels}}}
-	first := appendRecord(nil, &rec)
+	first := Append(nil, &rec)
 	for range 20 {
-		if again := appendRecord(nil, &rec); !bytes.Equal(first, again) {
+		if again := Append(nil, &rec); !bytes.Equal(first, again) {
 			t.Fatal("encoding of the same record differs between calls")
 		}
 	}
@@ -145,7 +67,7 @@ func TestCodecCompact(t *testing.T) {
 			Selector: ipam.Labels{ipam.LabelNetworkName: "n3"}},
 		Result: ipam.Result{NetworkInstance: "vpc-1", Prefix: pfx("10.0.1.2/24"), Gateway: ip("10.0.1.1")},
 	}}
-	enc := appendRecord(nil, &rec)
+	enc := Append(nil, &rec)
 	if len(enc) > 80 {
 		t.Errorf("allocation record is %d bytes, want <= 80: %x", len(enc), enc)
 	}
@@ -153,7 +75,7 @@ func TestCodecCompact(t *testing.T) {
 }
 
 func TestCodecRejects(t *testing.T) {
-	valid := appendRecord(nil, &ipam.Record{Op: ipam.OpDeletePrefix, Key: k1})
+	valid := Append(nil, &ipam.Record{Op: ipam.OpDeletePrefix, Key: k1})
 	u := func(v uint64) []byte { return binary.AppendUvarint(nil, v) }
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 	emptyKey := []byte{0, 0, 0}
@@ -183,32 +105,32 @@ func TestCodecRejects(t *testing.T) {
 		"varint":         cat([]byte{1, 7}, emptyKey, []byte{objAlloc}, u(alCount), []byte{0x80}),
 		"trailing":       append(valid, 0),
 	} {
-		if _, err := decodeRecord(b); !errors.Is(err, errMalformed) {
+		if _, err := Decode(b); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: err = %v, want malformed", name, err)
 		}
 	}
 }
 
 func FuzzDecode(f *testing.F) {
-	for _, tc := range codecCases() {
-		f.Add(appendRecord(nil, &tc.rec))
+	for _, tc := range recordtest.Cases() {
+		f.Add(Append(nil, &tc.Record))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var d decoder
+		var d Decoder
 		rec, err := d.record(b)
 		if err != nil {
-			if !errors.Is(err, errMalformed) {
-				t.Fatalf("error %v does not wrap errMalformed", err)
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
 			}
 			return
 		}
-		// The same decoder again (its string and label caches now hit)
+		// The same Decoder again (its string and label caches now hit)
 		// decodes the same.
 		if again, err := d.record(b); err != nil || !reflect.DeepEqual(again, rec) {
 			t.Fatalf("second decode with warm caches: %v\n got %#v\nwant %#v", err, again, rec)
 		}
 		// What decodes re-encodes to something that decodes to the same.
-		again, err := decodeRecord(appendRecord(nil, &rec))
+		again, err := Decode(Append(nil, &rec))
 		if err != nil {
 			t.Fatalf("re-decode: %v", err)
 		}
@@ -354,10 +276,10 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{0xff, 0x01, 0x33}, 100))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		g := gen{b: b}
-		var d decoder
+		var d Decoder
 		for len(g.b) > 0 || len(b) == 0 {
 			rec := g.record()
-			enc := appendRecord(nil, &rec)
+			enc := Append(nil, &rec)
 			got, err := d.record(enc)
 			if err != nil {
 				t.Fatalf("decode %x: %v\nrecord %#v", enc, err, rec)

@@ -1,4 +1,9 @@
-package file
+// Package record is the versioned binary encoding of ipam.Record that both
+// stores write: the file store's log and snapshots, and the etcd store's
+// log entries and snapshots. A stored byte never depends on a Go field
+// name; a change of the format is a new version, and decoding refuses
+// versions it does not know.
+package record
 
 import (
 	"encoding/binary"
@@ -13,8 +18,10 @@ import (
 
 // Record encoding, version 1.
 //
-// Every ipam.Record is encoded on its own; a WAL payload is exactly one
-// encoded record, and a snapshot frames encoded records with their length.
+// Every ipam.Record is encoded on its own. The file store writes one encoded
+// record per WAL payload and frames them with their length in snapshots;
+// the etcd store frames them with their length in log entries and
+// snapshots (see package etcd).
 // Integers are Go varints (encoding/binary): uvarint for lengths, counts and
 // masks, zig-zag varint for signed ints. The grammar:
 //
@@ -54,7 +61,10 @@ import (
 // in key order, so an encoding is deterministic. Decoding rejects anything
 // else: an unknown version, op, mask bit or tag, a truncated field, a length
 // beyond the input, unsorted or duplicate map keys, or trailing bytes.
-const codecVersion = 1
+//
+// Version is the format version written in the first byte of every
+// encoded record.
+const Version = 1
 
 // Object presence bits of a record.
 const (
@@ -127,14 +137,14 @@ var kinds = [...]ipam.Kind{"", ipam.KindAggregate, ipam.KindNetwork, ipam.KindPo
 
 var families = [...]ipam.Family{"", ipam.IPv4, ipam.IPv6}
 
-// errMalformed is wrapped by every decoding error.
-var errMalformed = errors.New("malformed record")
+// ErrMalformed is wrapped by every decoding error.
+var ErrMalformed = errors.New("malformed record")
 
 // --- encoding ----------------------------------------------------------------
 
-// appendRecord appends the encoding of r to dst.
-func appendRecord(dst []byte, r *ipam.Record) []byte {
-	dst = append(dst, codecVersion, byte(r.Op))
+// Append appends the encoding of r to dst.
+func Append(dst []byte, r *ipam.Record) []byte {
+	dst = append(dst, Version, byte(r.Op))
 	dst = appendKey(dst, r.Key)
 	var objs byte
 	if r.NetworkInstance != nil {
@@ -406,34 +416,45 @@ func appendAlloc(dst []byte, rk ipam.Key, ar *ipam.AllocationRecord) []byte {
 
 // --- decoding ----------------------------------------------------------------
 
-// decoder decodes records. It interns short strings that recur from record
+// Decoder decodes records. It interns short strings that recur from record
 // to record (owners, namespaces, network instances, label keys and values)
 // and reuses the decoded label maps of identical encodings, so that decoding
 // a million allocations does not allocate a million copies of them. Decoded
 // records may therefore share maps and strings: they must be treated as
-// read-only (the core copies what it keeps). The zero decoder is ready to
-// use; a decoder is not safe for concurrent use.
-type decoder struct {
+// read-only (the core copies what it keeps). The zero Decoder is ready to
+// use; a Decoder is not safe for concurrent use.
+// Decoder decodes records, sharing repeated strings and label maps
+// between them. Its zero value is ready to use.
+type Decoder struct {
 	strs   map[string]string
 	labels map[string]ipam.Labels
 	slab   []ipam.AllocationRecord // zeroed records that newAllocation hands out
 }
 
 const (
-	maxInterned     = 1 << 14 // strings kept by one decoder
+	maxInterned     = 1 << 14 // strings kept by one Decoder
 	maxInternLen    = 64      // longer strings are not interned
-	maxCachedLabels = 1 << 12 // label maps kept by one decoder
+	maxCachedLabels = 1 << 12 // label maps kept by one Decoder
 	maxCachedLen    = 256     // longer label encodings are not cached
 )
 
-// decodeRecord decodes one record from b; all of b must be consumed.
-func decodeRecord(b []byte) (ipam.Record, error) {
-	var d decoder
-	return d.record(b)
+// Decode decodes one record from b; all of b must be consumed.
+func Decode(b []byte) (ipam.Record, error) {
+	var d Decoder
+	return d.Decode(b)
 }
 
+// Decode decodes one record from b; all of b must be consumed. Strings
+// and label maps it has seen are shared between the records it decodes.
+func (d *Decoder) Decode(b []byte) (ipam.Record, error) { return d.record(b) }
+
+// UseSlab makes the Decoder take the AllocationRecords of the records it
+// decodes from slab (zeroed records), and from the heap once it is used up:
+// a caller that decodes many records in chunks recycles their storage.
+func (d *Decoder) UseSlab(slab []ipam.AllocationRecord) { d.slab = slab }
+
 // record decodes one record from b; all of b must be consumed.
-func (d *decoder) record(b []byte) (ipam.Record, error) {
+func (d *Decoder) record(b []byte) (ipam.Record, error) {
 	r := reader{b: b, d: d}
 	rec := r.record()
 	if r.err == nil && len(r.b) != 0 {
@@ -445,7 +466,7 @@ func (d *decoder) record(b []byte) (ipam.Record, error) {
 	return rec, nil
 }
 
-func (d *decoder) intern(b []byte) string {
+func (d *Decoder) intern(b []byte) string {
 	if len(b) > maxInternLen {
 		return string(b)
 	}
@@ -463,9 +484,9 @@ func (d *decoder) intern(b []byte) string {
 }
 
 // newAllocation returns a zero AllocationRecord from the slab, or from the
-// heap when the slab is used up. Restore gives the decoder the slab of the
+// heap when the slab is used up. Restore gives the Decoder the slab of the
 // chunk being filled and recycles it once the chunk is applied.
-func (d *decoder) newAllocation() *ipam.AllocationRecord {
+func (d *Decoder) newAllocation() *ipam.AllocationRecord {
 	if len(d.slab) == 0 {
 		return new(ipam.AllocationRecord)
 	}
@@ -478,13 +499,13 @@ func (d *decoder) newAllocation() *ipam.AllocationRecord {
 // returns zero values.
 type reader struct {
 	b   []byte
-	d   *decoder
+	d   *Decoder
 	err error
 }
 
 func (r *reader) fail(format string, args ...any) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%w: %s", errMalformed, fmt.Sprintf(format, args...))
+		r.err = fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
 		r.b = nil
 	}
 }
@@ -706,7 +727,7 @@ func (r *reader) labelsExtent() []byte {
 }
 
 // keepLabels remembers the decoded map m of the encoding enc.
-func (d *decoder) keepLabels(enc []byte, m ipam.Labels) {
+func (d *Decoder) keepLabels(enc []byte, m ipam.Labels) {
 	if len(enc) == 0 || len(enc) > maxCachedLen {
 		return
 	}
@@ -734,7 +755,7 @@ func (r *reader) ranges() []ipam.AddrRange {
 }
 
 func (r *reader) record() ipam.Record {
-	if v := r.byte(); v != codecVersion {
+	if v := r.byte(); v != Version {
 		if r.err == nil {
 			r.fail("unknown version %d", v)
 		}
