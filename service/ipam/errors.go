@@ -24,6 +24,10 @@ var (
 	// changed since this allocator caught up; the mutation was rolled back
 	// and may be retried once the allocator has caught up.
 	ErrStale = errors.New("stale")
+	// ErrUnavailable: the durable store (or a dependency the allocator
+	// cannot do without) failed; the change was not made, or may not be
+	// durable, and the call may be retried.
+	ErrUnavailable = errors.New("unavailable")
 )
 
 // Object kinds named in error messages, as users know them.

@@ -17,7 +17,7 @@ import (
 // ErrUnavailable marks a failure of the durable store (or of a dependency
 // the server cannot do without): the change may not be durable and the
 // client should retry. It maps to codes.Unavailable.
-var ErrUnavailable = errors.New("unavailable")
+var ErrUnavailable = ipam.ErrUnavailable
 
 // codedError is an error with its own message that wraps a sentinel (which
 // decides its gRPC code) and, optionally, the error that caused it.

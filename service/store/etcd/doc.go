@@ -8,7 +8,8 @@
 //     then, still under the mutation's VRF locks, Commit writes its records
 //     in ONE etcd transaction that compares the mod revision of the head
 //     key with the revision this replica has applied, and puts the head
-//     (the next sequence number) and a log entry (the records' JSON,
+//     (the next sequence number) and a log entry (the records in package
+//     record's versioned binary encoding, framed as entry.go describes,
 //     gzipped past 1 KiB) under PREFIX/log/<sequence>. A Sync batch is one
 //     entry, so it is atomic; an entry over etcd's request limit is refused
 //     with InvalidArgument, not retried.
@@ -41,7 +42,9 @@
 // Keys under PREFIX: head (the last entry's sequence number), log/<seq>
 // (the entries after the snapshot), snapshot (the pointer: JSON {id, seq,
 // chunks, size, sha256}) and snapshots/<id>/<index> (the chunks of a
-// gzipped JSON array of the records ipam.Allocator.Snapshot returns).
+// gzipped entry of the records ipam.Allocator.Snapshot returns; stores
+// written by earlier versions hold JSON arrays there and in the log, which
+// are still read).
 //
 //   - A replica whose commit makes the log reach a multiple of
 //     Options.SnapshotEvery entries (or 2×SnapshotEvery entries past the
@@ -72,6 +75,6 @@
 //     or changed), then the watch resumes after the loaded revision.
 //
 // Not done: reads served by a replica that is reloading show its old
-// state until the reload ends; a snapshot is built in memory (its JSON
+// state until the reload ends; a snapshot is built in memory (its encoding
 // and gzip buffers) before it is written.
 package etcd

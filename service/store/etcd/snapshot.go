@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -14,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/service/store/record"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -157,13 +157,9 @@ func (s *Store) readSnapshot(ctx context.Context, p pointer, rev int64) ([]ipam.
 		return nil, fmt.Errorf("snapshot %s: %d chunks, %d bytes, sha256 %x; the pointer says %d, %d, %s",
 			p.ID, n, data.Len(), sum, p.Chunks, p.Size, p.SHA256)
 	}
-	zr, err := gzip.NewReader(&data)
+	recs, err := decode(data.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", p.ID, err)
-	}
-	var recs []ipam.Record
-	if err := json.NewDecoder(zr).Decode(&recs); err != nil {
-		return nil, fmt.Errorf("snapshot %s: decoding: %w", p.ID, err)
 	}
 	return recs, nil
 }
@@ -264,14 +260,11 @@ func (s *Store) snapshot(force bool) error {
 	if seq <= prev.Seq {
 		return nil
 	}
-	var data bytes.Buffer
-	zw := gzip.NewWriter(&data)
-	if err := json.NewEncoder(zw).Encode(recs); err != nil {
-		return fmt.Errorf("store etcd: snapshot: encoding: %w", err)
-	}
-	if err := zw.Close(); err != nil {
+	z, err := compress(encodeRecords(recs))
+	if err != nil {
 		return fmt.Errorf("store etcd: snapshot: compressing: %w", err)
 	}
+	data := bytes.NewBuffer(z)
 	sum := sha256.Sum256(data.Bytes())
 	p := pointer{ID: fmt.Sprintf("%020d-%s", seq, rand.Text()[:16]), Seq: seq, Size: data.Len(), SHA256: hex.EncodeToString(sum[:])}
 	// The chunks first: readers ignore them until the pointer names them.
@@ -385,19 +378,12 @@ func changes(before, after []ipam.Record) ([]ipam.Record, error) {
 	}
 	old := make(map[id][]byte, len(before))
 	for _, r := range before {
-		b, err := json.Marshal(r)
-		if err != nil {
-			return nil, fmt.Errorf("encoding %s %s: %w", r.Op, r.Key, err)
-		}
-		old[id{r.Op, r.Key}] = b
+		old[id{r.Op, r.Key}] = record.Append(nil, &r)
 	}
 	var puts []ipam.Record
 	kept := make(map[id]bool, len(after))
 	for _, r := range after {
-		b, err := json.Marshal(r)
-		if err != nil {
-			return nil, fmt.Errorf("encoding %s %s: %w", r.Op, r.Key, err)
-		}
+		b := record.Append(nil, &r)
 		k := id{r.Op, r.Key}
 		kept[k] = true
 		if prev, ok := old[k]; !ok || !bytes.Equal(prev, b) {

@@ -1,14 +1,10 @@
 package etcd
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -21,8 +17,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // DefaultPrefix is the key prefix used when Options.Prefix is empty.
@@ -121,10 +115,6 @@ func (e *staleError) Error() string {
 	}
 	return fmt.Sprintf("etcd: another replica committed first (head at revision %d): %s", e.target, ipam.ErrStale)
 }
-
-// GRPCStatus makes a commit still refused after the allocator's retries
-// reach clients as Unavailable: retrying later is safe.
-func (e *staleError) GRPCStatus() *status.Status { return status.New(codes.Unavailable, e.Error()) }
 
 // Unwrap returns ipam.ErrStale and the cause.
 func (e *staleError) Unwrap() []error {
@@ -510,53 +500,8 @@ type unavailableError struct{ err error }
 // Error returns the message of the failure.
 func (e *unavailableError) Error() string { return e.err.Error() }
 
-// Unwrap returns the failure.
-func (e *unavailableError) Unwrap() error { return e.err }
-
-// GRPCStatus maps the failure to codes.Unavailable.
-func (e *unavailableError) GRPCStatus() *status.Status {
-	return status.New(codes.Unavailable, e.err.Error())
-}
-
-// A log entry is the JSON of its records, gzipped when longer than
-// compressFrom bytes: an entry must fit etcd's request limit (1.5 MiB by
-// default), and the records of a Sync compress about tenfold.
-const compressFrom = 1 << 10
-
-func encode(recs []ipam.Record) ([]byte, error) {
-	b, err := json.Marshal(recs)
-	if err != nil || len(b) < compressFrom {
-		return b, err
-	}
-	var z bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&z, gzip.BestSpeed)
-	if _, err := zw.Write(b); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return z.Bytes(), nil
-}
-
-// decode reads a log entry, gzipped (it starts with gzip's magic bytes,
-// which JSON cannot) or not.
-func decode(b []byte) ([]ipam.Record, error) {
-	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
-		zr, err := gzip.NewReader(bytes.NewReader(b))
-		if err != nil {
-			return nil, fmt.Errorf("decoding: %w", err)
-		}
-		if b, err = io.ReadAll(zr); err != nil {
-			return nil, fmt.Errorf("decoding: %w", err)
-		}
-	}
-	var recs []ipam.Record
-	if err := json.Unmarshal(b, &recs); err != nil {
-		return nil, fmt.Errorf("decoding: %w", err)
-	}
-	return recs, nil
-}
+// Unwrap returns the failure and ipam.ErrUnavailable.
+func (e *unavailableError) Unwrap() []error { return []error{e.err, ipam.ErrUnavailable} }
 
 // tooLargeError is a change whose log entry etcd refuses as larger than
 // its request limit. Trying again cannot help: it is the caller's request
@@ -573,8 +518,3 @@ func (e *tooLargeError) Error() string {
 
 // Unwrap returns ipam.ErrInvalid.
 func (e *tooLargeError) Unwrap() error { return ipam.ErrInvalid }
-
-// GRPCStatus maps the refusal to codes.InvalidArgument.
-func (e *tooLargeError) GRPCStatus() *status.Status {
-	return status.New(codes.InvalidArgument, e.Error())
-}
