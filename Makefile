@@ -28,7 +28,7 @@ GO_DIRS := $(wildcard api service functions injector)
 .PHONY: help build run demo test bench fuzz generate generate-api generate-proto verify lint clean controller-gen
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-16s %s\n", $$1, $$2 }'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-20s %s\n", $$1, $$2 }'
 
 build: ## build every binary into bin/
 	@mkdir -p $(BIN)
@@ -126,27 +126,19 @@ lint: ## gofmt and go vet
 # Container images `make images` builds, as name:main-package:Dockerfile.
 # Each is FROM scratch around a static binary built here (CGO_ENABLED=0),
 # runs as the non-root uid 65532 and has no shell; nothing is pulled.
-# ipam-injector joins once injector/cmd/ipam-injector and its
-# injector/Dockerfile.local exist. Tags: $(VERSION) and dev.
+# Tags: $(VERSION) and dev.
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 # Where `make images` builds the binaries and the build contexts.
 IMAGES_DIR ?= $(BIN)/images
 IMAGES := ipam-fn:./functions/cmd/ipam-fn:functions/Dockerfile.local \
 	ipam-server:./service/cmd/ipam-server:service/Dockerfile.local \
-	ipam-controller:./service/cmd/ipam-controller:service/Dockerfile.controller.local
-INJECTOR_MAIN := $(wildcard injector/cmd/ipam-injector/*.go)
-ifneq ($(INJECTOR_MAIN),)
-ifneq ($(wildcard injector/Dockerfile.local),)
-IMAGES += ipam-injector:./injector/cmd/ipam-injector:injector/Dockerfile.local
-endif
-endif
+	ipam-controller:./service/cmd/ipam-controller:service/Dockerfile.controller.local \
+	ipam-injector:./injector/cmd/ipam-injector:injector/Dockerfile.local
 
 .PHONY: images
 
-images: ## build the container images (ipam-fn, ipam-server, ipam-controller, ipam-injector once it exists) tagged $(VERSION) and dev; skipped without docker
+images: ## build the images ipam-fn, ipam-server, ipam-controller, ipam-injector (tags: git describe, dev); skipped without docker
 	@if ! reason=$$(docker info 2>&1 >/dev/null); then echo "images: docker is not available (docker info failed: $$reason); skipping"; exit 0; fi; \
-	if [ -n "$(INJECTOR_MAIN)" ] && [ ! -f injector/Dockerfile.local ]; then echo "images: injector/Dockerfile.local does not exist yet; skipping ipam-injector"; fi; \
-	if [ -z "$(INJECTOR_MAIN)" ]; then echo "images: injector/cmd/ipam-injector does not exist yet; skipping ipam-injector"; fi; \
 	docker buildx version >/dev/null 2>&1 || export DOCKER_BUILDKIT=0; \
 	out=$(IMAGES_DIR); rm -rf "$$out"; mkdir -p "$$out/bin"; \
 	pkgs=; for spec in $(IMAGES); do IFS=: read -r name pkg dockerfile <<< "$$spec"; pkgs="$$pkgs $$pkg"; done; \
