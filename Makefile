@@ -39,17 +39,17 @@ else
 endif
 
 run: ## build ipam-server and ipamctl, serve on 127.0.0.1:9090 (store in bin/data, demo VRF vpc-1)
-	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./service/cmd/ipam-server ./service/cmd/ipamctl
-	$(BIN)/ipam-server --listen 127.0.0.1:9090 --data-dir $(BIN)/data --demo
+	@mkdir -p bin
+	CGO_ENABLED=0 $(GO) build -o bin/ ./service/cmd/ipam-server ./service/cmd/ipamctl
+	bin/ipam-server --listen 127.0.0.1:9090 --data-dir bin/data --demo
 
 demo: ## run (as make run) for the five-minute tour; use bin/ipamctl in another terminal
-	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./service/cmd/ipam-server ./service/cmd/ipamctl
+	@mkdir -p bin
+	CGO_ENABLED=0 $(GO) build -o bin/ ./service/cmd/ipam-server ./service/cmd/ipamctl
 	@echo "demo: in another terminal try: bin/ipamctl vrf list; bin/ipamctl prefix list;"
 	@echo "demo:   bin/ipamctl alloc create alloc1 --selector nephio.org/network-instance=vpc-1 --selector nephio.org/network-name=net1;"
 	@echo "demo:   bin/ipamctl tree vpc-1"
-	$(BIN)/ipam-server --listen 127.0.0.1:9090 --data-dir $(BIN)/data --demo
+	bin/ipam-server --listen 127.0.0.1:9090 --data-dir bin/data --demo
 
 test: export KUBEBUILDER_ASSETS = $(TESTBIN)
 test: verify testbin porch-env ## build the tools the tests need under bin/ and run all tests
