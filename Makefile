@@ -118,10 +118,23 @@ verify: generate ## fail if committed generated code under api/ is stale
 		exit 1; \
 	fi
 
-lint: ## gofmt and go vet
+lint: golangci-lint ## gofmt, go vet and golangci-lint (.golangci.yml)
 	@unformatted=$$(gofmt -l $(GO_DIRS)); \
 	if [ -n "$$unformatted" ]; then echo "lint: not gofmt-ed:" >&2; echo "$$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
+	$(GOLANGCI_LINT) run ./...
+
+# Pinned linter.
+GOLANGCI_LINT_VERSION := 2.15.0
+GOLANGCI_LINT         := $(BIN)/golangci-lint
+
+.PHONY: golangci-lint
+
+golangci-lint: ## install the pinned golangci-lint under bin/ unless it is there
+	@if ! $(GOLANGCI_LINT) version 2>/dev/null | grep -q "version $(GOLANGCI_LINT_VERSION) "; then \
+		echo "installing golangci-lint v$(GOLANGCI_LINT_VERSION) into bin/"; \
+		GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$(GOLANGCI_LINT_VERSION); \
+	fi
 
 # Container images `make images` builds, as name:main-package:Dockerfile.
 # Each is FROM scratch around a static binary built here (CGO_ENABLED=0),

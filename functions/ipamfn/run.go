@@ -38,7 +38,7 @@ func (f Function) Process(rl *fn.ResourceList) (bool, error) {
 	if err != nil {
 		return f.fail(rl, fn.Results{{Severity: fn.Error, Message: err.Error()}})
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	_, results, err := Process(context.Background(), ipamv1.NewIPAMClient(conn), cfg, rl.Items)
 	rl.Results = append(rl.Results, results...)
 	if err != nil {

@@ -150,7 +150,7 @@ func readToken(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	b := make([]byte, MaxTokenSize+1)
 	n, _ := f.Read(b)
 	if n > MaxTokenSize {

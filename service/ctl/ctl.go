@@ -149,7 +149,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ipamctl: %v\n", err)
 		return ExitUsage
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	if err := cmd.run(ctx, ipamv1.NewIPAMClient(conn), out, pos, opts); err != nil {

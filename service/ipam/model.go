@@ -125,7 +125,6 @@ type niObj struct {
 
 type prefixObj struct {
 	spec Prefix
-	res  Result
 	v    *vrf
 	node *node      // the node it declared or, with a host part, the subnet
 	host *hostEntry // its static address, if any
@@ -139,23 +138,6 @@ type rangeObj struct {
 }
 
 func (n *node) isBitmap() bool { return n.addrs != nil }
-
-// rangeAt returns the range of n that contains off, if any.
-func (n *node) rangeAt(off uint64) *ipRange {
-	i, found := slices.BinarySearchFunc(n.ranges, off, func(r *ipRange, off uint64) int {
-		switch {
-		case r.hi < off:
-			return -1
-		case r.lo > off:
-			return 1
-		}
-		return 0
-	})
-	if found {
-		return n.ranges[i]
-	}
-	return nil
-}
 
 // excludedAt returns the exclusion of n that holds off, if any.
 func (n *node) excludedAt(off uint64) *exclusion {

@@ -109,5 +109,5 @@ type IPAllocationList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&IPAllocation{}, &IPAllocationList{})
+	knownTypes = append(knownTypes, &IPAllocation{}, &IPAllocationList{})
 }

@@ -92,5 +92,5 @@ type IPPrefixList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&IPPrefix{}, &IPPrefixList{})
+	knownTypes = append(knownTypes, &IPPrefix{}, &IPPrefixList{})
 }

@@ -95,5 +95,5 @@ type NetworkInstanceList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&NetworkInstance{}, &NetworkInstanceList{})
+	knownTypes = append(knownTypes, &NetworkInstance{}, &NetworkInstanceList{})
 }

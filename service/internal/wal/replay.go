@@ -50,7 +50,7 @@ func (l *Log) Replay(snapshot func(r io.Reader) error, record func(payload []byt
 	replayed := false
 	defer func() {
 		if !replayed {
-			ack.f.Close()
+			_ = ack.f.Close()
 		}
 	}()
 	snapSeq, err := l.loadSnapshot(snaps, snapshot)
@@ -115,7 +115,7 @@ func (l *Log) Replay(snapshot func(r io.Reader) error, record func(payload []byt
 		}
 		fi, err := f.Stat()
 		if err != nil {
-			f.Close()
+			_ = f.Close()
 			return fmt.Errorf("wal: %w", err)
 		}
 		l.f, l.segSize = f, fi.Size()
@@ -179,7 +179,7 @@ func (r *replayer) segment(path string, last bool) error {
 	if err != nil {
 		return fmt.Errorf("wal: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("wal: %w", err)

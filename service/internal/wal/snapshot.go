@@ -33,7 +33,7 @@ func (l *Log) Snapshot(seq uint64, write func(w io.Writer) error) error {
 	}
 	path := filepath.Join(l.dir, snapName(seq))
 	if err := l.writeSnapshot(path, seq, write); err != nil {
-		os.Remove(path + tmpSuffix)
+		_ = os.Remove(path + tmpSuffix)
 		return err
 	}
 	l.snapSeq = seq
@@ -48,7 +48,7 @@ func (l *Log) writeSnapshot(path string, seq uint64, write func(w io.Writer) err
 	if err != nil {
 		return fmt.Errorf("wal: %w", err)
 	}
-	defer f.Close() // after the explicit Close below, a no-op
+	defer func() { _ = f.Close() }() // after the explicit Close below, a no-op
 	w := &snapWriter{w: bufio.NewWriterSize(f, 1<<20)}
 	var hdr [snapHeaderSize]byte
 	copy(hdr[:], snapMagic)
@@ -148,7 +148,7 @@ func (l *Log) loadSnapshot(snaps []uint64, fn func(io.Reader) error) (uint64, er
 			return 0, fmt.Errorf("wal: reading snapshot %s: %w", path, err)
 		}
 		err = fn(bufio.NewReaderSize(io.NewSectionReader(f, snapHeaderSize, n), 1<<20))
-		f.Close()
+		_ = f.Close()
 		if err != nil {
 			return 0, fmt.Errorf("wal: loading snapshot %s: %w", path, err)
 		}
@@ -166,7 +166,7 @@ func openSnapshot(path string, seq uint64) (*os.File, int64, error) {
 	}
 	n, err := checkSnapshot(f, seq)
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, 0, err
 	}
 	return f, n, nil

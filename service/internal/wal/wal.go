@@ -119,18 +119,18 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
 	if err := lockFile(lock); err != nil {
-		lock.Close()
+		_ = lock.Close()
 		if errors.Is(err, ErrLocked) {
 			return nil, fmt.Errorf("%w: %s is locked by another process (see the PID in it); two servers cannot share a data directory", ErrLocked, lock.Name())
 		}
 		return nil, fmt.Errorf("wal: locking %s: %w", lock.Name(), err)
 	}
 	if err := lock.Truncate(0); err == nil {
-		lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0) // informational only
+		_, _ = lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0) // informational only
 	}
 	l.lock = lock
 	if err := l.removeTemps(); err != nil {
-		lock.Close()
+		_ = lock.Close()
 		return nil, err
 	}
 	return l, nil
@@ -427,7 +427,7 @@ func (l *Log) createSegment(first uint64) (*os.File, error) {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
 	if err := l.syncDir(l.dir); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
 	return f, nil

@@ -102,7 +102,7 @@ func (s *Server) Dial(t testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
+	t.Cleanup(func() { _ = conn.Close() })
 	if err := WaitServing(conn, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ import (
 // in key order, so an encoding is deterministic. Decoding rejects anything
 // else: an unknown version, op, mask bit or tag, a truncated field, a length
 // beyond the input, unsorted or duplicate map keys, or trailing bytes.
-//
+
 // Version is the format version written in the first byte of every
 // encoded record.
 const Version = 1
