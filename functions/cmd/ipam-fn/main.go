@@ -13,7 +13,7 @@ import (
 )
 
 func main() {
-	if err := fn.AsMain(ipamfn.Function{}); err != nil {
+	if err := fn.AsMain(ipamfn.Function{}, fn.WithDocs(ipamfn.README, ipamfn.Metadata)); err != nil {
 		os.Exit(1)
 	}
 }
