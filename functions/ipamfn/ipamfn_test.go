@@ -177,7 +177,7 @@ func TestProcessSeed(t *testing.T) {
 
 	cfg := ipamfn.Config{Server: srv.Addr, Prune: true, Now: fixedClock}
 	changed, results, err := ipamfn.Process(context.Background(), client, cfg, objs)
-	if err != nil || len(results) > 0 || !changed {
+	if err != nil || !onlySummary(results, "synced 7 resources with ipam-server: 6 statuses written, 0 up to date, 0 released by prune") || !changed {
 		t.Fatalf("Process: changed %v, results %v, err %v", changed, results, err)
 	}
 	for _, tc := range []struct{ kind, name, prefix, gateway string }{
@@ -222,12 +222,38 @@ func TestProcessSeed(t *testing.T) {
 	after := snapshot(objs)
 	cfg.Now = func() time.Time { return fixedClock().Add(time.Hour) }
 	changed, results, err = ipamfn.Process(context.Background(), client, cfg, objs)
-	if err != nil || len(results) > 0 || changed {
+	if err != nil || !onlySummary(results, "0 statuses written, 6 up to date") || changed {
 		t.Fatalf("second Process: changed %v, results %v, err %v", changed, results, err)
 	}
 	if got := snapshot(objs); strings.Join(got, "\n") != strings.Join(after, "\n") {
 		t.Errorf("second Process changed the package:\n%s", strings.Join(got, "\n"))
 	}
+}
+
+// TestProcessListsReleases: a run whose prune releases an object says so
+// in a result naming it, so the review of a render sees every release.
+func TestProcessListsReleases(t *testing.T) {
+	srv := servertest.Start(t, server.Config{}, false)
+	cfg := ipamfn.Config{Server: srv.Addr, Prune: true}
+	if _, _, err := ipamfn.Process(context.Background(), srv.Client(t), cfg, items(t, "Kptfile", kptfile, "resources.yaml", seed)); err != nil {
+		t.Fatal(err)
+	}
+	pool := "---\napiVersion: ipam.nephio.org/v1alpha1\nkind: IPAllocation\nmetadata:\n  name: alloc-pool1\n"
+	i := strings.Index(seed, pool)
+	j := strings.Index(seed[i+len(pool):], "---")
+	without := seed[:i] + seed[i+len(pool)+j:]
+	_, results, err := ipamfn.Process(context.Background(), srv.Client(t), cfg, items(t, "Kptfile", kptfile, "resources.yaml", without))
+	if err != nil || len(results) != 2 || !strings.Contains(results[0].Message, "1 released by prune") ||
+		results[1].Message != "ipam-fn: released IPAllocation alloc-pool1 of owner seed-pkg: the package no longer declares it" ||
+		results[1].ResourceRef == nil || results[1].ResourceRef.Name != "alloc-pool1" {
+		t.Fatalf("results %v, err %v", results, err)
+	}
+}
+
+// onlySummary reports whether results is the one info line of a
+// successful run, containing want.
+func onlySummary(results fn.Results, want string) bool {
+	return len(results) == 1 && results[0].Severity == fn.Info && strings.Contains(results[0].Message, want)
 }
 
 func TestProcessKeepsConditionTimeWhenStatusIsUnchanged(t *testing.T) {

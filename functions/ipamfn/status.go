@@ -73,7 +73,43 @@ func writeResults(cfg Config, objs []*object, resp *ipamv1.SyncResponse) (bool, 
 	for _, s := range swaps {
 		*s.item = *s.next
 	}
-	return len(swaps) > 0, nil, nil
+	return len(swaps) > 0, summary(objs, len(swaps), resp), nil
+}
+
+// objectKinds names the kinds of released objects as users know them.
+var objectKinds = map[ipamv1.ObjectKind]string{
+	ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE: KindNetworkInstance,
+	ipamv1.ObjectKind_OBJECT_KIND_PREFIX:           KindIPPrefix,
+	ipamv1.ObjectKind_OBJECT_KIND_RANGE:            "IPRange",
+	ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION:       KindIPAllocation,
+}
+
+// summary is what a successful run reports: one line with the counts,
+// and one line per object the prune released, so that a reviewer of the
+// render sees every release.
+func summary(objs []*object, written int, resp *ipamv1.SyncResponse) fn.Results {
+	rel := resp.GetReleased()
+	statuses := 0
+	for _, o := range objs {
+		if o.kind != KindNetworkInstance {
+			statuses++
+		}
+	}
+	results := fn.Results{{Severity: fn.Info, Message: fmt.Sprintf(
+		"ipam-fn: synced %d resources with ipam-server: %d statuses written, %d up to date, %d released by prune",
+		len(objs), written, statuses-written, len(rel))}}
+	for _, r := range rel {
+		kind := objectKinds[r.GetKind()]
+		k := r.GetKey()
+		id := k.GetName()
+		if k.GetNamespace() != "" {
+			id = k.GetNamespace() + "/" + id
+		}
+		results = append(results, &fn.Result{Severity: fn.Info,
+			Message:     fmt.Sprintf("ipam-fn: released %s %s of owner %s: the package no longer declares it", kind, id, k.GetOwner()),
+			ResourceRef: &fn.ResourceRef{APIVersion: APIVersion, Kind: kind, Name: k.GetName(), Namespace: k.GetNamespace()}})
+	}
+	return results
 }
 
 // writeStatus sets status.prefix, status.gateway (removed when empty) and
