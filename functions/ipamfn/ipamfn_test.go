@@ -343,6 +343,11 @@ func TestFunctionUnreachableServer(t *testing.T) {
 	if msg := rl.Results[0].Message; !strings.HasPrefix(msg, want) || rl.Results[0].Severity != fn.Error {
 		t.Errorf("result %q, want prefix %q", msg, want)
 	}
+	// A refused loopback address is what a function container without
+	// network sees: the result says what kpt needs.
+	if msg := rl.Results[0].Message; !strings.Contains(msg, "connection refused") || !strings.Contains(msg, "--allow-network") {
+		t.Errorf("result %q: want the refusal and the --allow-network hint", msg)
+	}
 }
 
 func TestFunctionServerFromEnvironment(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/client"
 )
 
 // Annotations that say where an item came from: kpt sets both, the
@@ -122,7 +123,10 @@ func syncErrorResults(err error, cfg Config, objs []*object) fn.Results {
 			if st.Code() == codes.DeadlineExceeded {
 				msg += fmt.Sprintf(" (no answer within data.timeout %s)", cfg.timeout())
 			}
-			if strings.Contains(msg, "network is unreachable") {
+			if strings.Contains(msg, "network is unreachable") || strings.Contains(msg, "connection refused") && client.Loopback(cfg.Server) {
+				// Without --allow-network kpt gives the function container
+				// no network: no route, or a loopback of its own where
+				// nothing listens.
 				msg += " (in container mode, kpt fn render needs --allow-network)"
 			}
 			return fn.Results{{Severity: fn.Error, Message: fmt.Sprintf(

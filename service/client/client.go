@@ -93,7 +93,7 @@ func DialOptions(c Config) ([]grpc.DialOption, error) {
 		if err != nil {
 			return nil, &OptionError{Option: OptToken, Err: err}
 		}
-		if !c.TLS() && !loopback(c.Server) {
+		if !c.TLS() && !Loopback(c.Server) {
 			return nil, &OptionError{Option: OptToken, Err: fmt.Errorf("a token is sent only over TLS or to a loopback address, and %s is neither: set a CA", c.Server)}
 		}
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: tok, secure: c.TLS()}))
@@ -168,8 +168,8 @@ func readToken(path string) (string, error) {
 	return tok, nil
 }
 
-// loopback reports whether addr (host:port) names a loopback address.
-func loopback(addr string) bool {
+// Loopback reports whether addr (host:port) names a loopback address.
+func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
