@@ -63,21 +63,39 @@ func (e *ConfigError) Error() string {
 	return "ipam-fn: functionConfig " + e.Field + ": " + e.Msg
 }
 
-// ParseConfig reads the functionConfig, a ConfigMap whose data holds
-// server, owner, prune, timeout, tlsCA, tlsCert, tlsKey and tokenFile. getenv (nil
-// means no environment) supplies IPAM_SERVER when data.server is not set.
-// An empty functionConfig is valid: every field takes its default.
+// KindIPAMConfig is the typed functionConfig: the same settings as the
+// ConfigMap's data, under spec, with prune a boolean.
+const KindIPAMConfig = "IPAMConfig"
+
+// configKeys are the settings of the functionConfig.
+var configKeys = []string{"server", "owner", "prune", "timeout", "tlsCA", "tlsCert", "tlsKey", "tokenFile"}
+
+// ParseConfig reads the functionConfig: a ConfigMap whose data holds
+// server, owner, prune, timeout, tlsCA, tlsCert, tlsKey and tokenFile, or
+// an IPAMConfig (ipam.nephio.org/v1alpha1) with the same fields under spec,
+// where an unknown field is an error. getenv (nil means no environment)
+// supplies IPAM_SERVER when server is not set. An empty functionConfig is
+// valid: every field takes its default.
 func ParseConfig(fc *fn.KubeObject, getenv func(string) string) (Config, error) {
 	cfg := Config{Prune: true, Timeout: DefaultTimeout}
 	var data map[string]string
+	prefix := "data."
 	if fc != nil && !fc.IsEmpty() {
-		if kind := fc.GetKind(); kind != "ConfigMap" {
-			return cfg, &ConfigError{Field: "kind", Msg: fmt.Sprintf("%s is not supported; use a ConfigMap with data.server", kind)}
-		}
 		var err error
-		data, _, err = fc.NestedStringMap("data")
-		if err != nil {
-			return cfg, &ConfigError{Field: "data", Msg: "must map names to strings (quote values such as \"true\")"}
+		switch {
+		case fc.GetKind() == "ConfigMap":
+			data, _, err = fc.NestedStringMap("data")
+			if err != nil {
+				return cfg, &ConfigError{Field: "data", Msg: "must map names to strings (quote values such as \"true\")"}
+			}
+		case fc.IsGVK(Group, Version, KindIPAMConfig):
+			prefix = "spec."
+			if data, err = ipamConfigData(fc); err != nil {
+				return cfg, err
+			}
+		default:
+			return cfg, &ConfigError{Field: "kind", Msg: fmt.Sprintf("%s is not supported; use a ConfigMap with data.server or an %s %s with spec.server",
+				fc.GetKind(), APIVersion, KindIPAMConfig)}
 		}
 	}
 	var errs []error
@@ -91,13 +109,13 @@ func ParseConfig(fc *fn.KubeObject, getenv func(string) string) (Config, error) 
 		case "prune":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				errs = append(errs, &ConfigError{Field: "data.prune", Msg: fmt.Sprintf("%q is not \"true\" or \"false\"", v)})
+				errs = append(errs, &ConfigError{Field: prefix + "prune", Msg: fmt.Sprintf("%q is not \"true\" or \"false\"", v)})
 			}
 			cfg.Prune = b
 		case "timeout":
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
-				errs = append(errs, &ConfigError{Field: "data.timeout", Msg: fmt.Sprintf("%q is not a positive duration such as 10s", v)})
+				errs = append(errs, &ConfigError{Field: prefix + "timeout", Msg: fmt.Sprintf("%q is not a positive duration such as 10s", v)})
 			} else {
 				cfg.Timeout = d
 			}
@@ -115,9 +133,41 @@ func ParseConfig(fc *fn.KubeObject, getenv func(string) string) (Config, error) 
 		cfg.Server = strings.TrimSpace(getenv(EnvServer))
 	}
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
-		errs = append(errs, &ConfigError{Field: "data.tlsCert", Msg: "tlsCert and tlsKey go together"})
+		errs = append(errs, &ConfigError{Field: prefix + "tlsCert", Msg: "tlsCert and tlsKey go together"})
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// ipamConfigData reads the spec of an IPAMConfig as the ConfigMap's data:
+// strings, prune a boolean; any other field is an error naming it.
+func ipamConfigData(fc *fn.KubeObject) (map[string]string, error) {
+	var spec map[string]any
+	if _, err := fc.NestedResource(&spec, "spec"); err != nil {
+		return nil, &ConfigError{Field: "spec", Msg: "must be a map of settings"}
+	}
+	data := map[string]string{}
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(spec)) {
+		switch v := spec[k]; {
+		case !slices.Contains(configKeys, k):
+			errs = append(errs, &ConfigError{Field: "spec." + k, Msg: "unknown field (" + strings.Join(configKeys, ", ") + ")"})
+		case k == "prune":
+			b, ok := v.(bool)
+			if !ok {
+				errs = append(errs, &ConfigError{Field: "spec.prune", Msg: fmt.Sprintf("%v is not true or false", v)})
+				continue
+			}
+			data[k] = strconv.FormatBool(b)
+		default:
+			str, ok := v.(string)
+			if !ok {
+				errs = append(errs, &ConfigError{Field: "spec." + k, Msg: fmt.Sprintf("%v must be a string", v)})
+				continue
+			}
+			data[k] = str
+		}
+	}
+	return data, errors.Join(errs...)
 }
 
 func (c Config) timeout() time.Duration {

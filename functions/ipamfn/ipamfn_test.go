@@ -576,6 +576,47 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
+// TestParseIPAMConfig: the typed functionConfig reads the same settings
+// under spec, prune a boolean, and refuses unknown or mistyped fields by
+// name; an IPAMConfig among a package's resources is not a request.
+func TestParseIPAMConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name, spec, wantErr string
+		want                ipamfn.Config
+	}{
+		{name: "all fields", spec: "server: 127.0.0.1:9090\nowner: o\nprune: false\ntimeout: 2s\ntlsCA: ca.pem\ntlsCert: c.pem\ntlsKey: k.pem\ntokenFile: t",
+			want: ipamfn.Config{Server: "127.0.0.1:9090", Owner: "o", Prune: false, Timeout: 2 * time.Second, TLSCA: "ca.pem", TLSCert: "c.pem", TLSKey: "k.pem", TokenFile: "t"}},
+		{name: "defaults", spec: "server: h:1", want: ipamfn.Config{Server: "h:1", Prune: true, Timeout: 10 * time.Second}},
+		{name: "typo", spec: "sever: h:1", wantErr: "spec.sever: unknown field"},
+		{name: "prune as a string", spec: "prune: \"yes\"", wantErr: "spec.prune"},
+		{name: "timeout as a number", spec: "timeout: 10", wantErr: "spec.timeout"},
+		{name: "bad duration", spec: "timeout: soon", wantErr: "spec.timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := fn.ParseKubeObject([]byte("apiVersion: ipam.nephio.org/v1alpha1\nkind: IPAMConfig\nmetadata:\n  name: c\nspec:\n  " +
+				strings.ReplaceAll(tc.spec, "\n", "\n  ") + "\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ipamfn.ParseConfig(o, nil)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got.Server != tc.want.Server || got.Owner != tc.want.Owner || got.Prune != tc.want.Prune || got.Timeout != tc.want.Timeout ||
+				got.TLSCA != tc.want.TLSCA || got.TLSCert != tc.want.TLSCert || got.TLSKey != tc.want.TLSKey || got.TokenFile != tc.want.TokenFile {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
+			}
+			objs := items(t, "Kptfile", kptfile, "config.yaml", o.String())
+			if ipamfn.HasIPAMObjects(objs) {
+				t.Error("an IPAMConfig alone counts as an IPAM request")
+			}
+		})
+	}
+}
+
 func TestProcessWithoutOwner(t *testing.T) {
 	// No data.owner and no Kptfile: nothing to key the objects by.
 	objs := items(t, "resources.yaml", seed)

@@ -49,12 +49,16 @@ type object struct {
 // an object the function must refuse); without one a run needs no server.
 func HasIPAMObjects(items fn.KubeObjects) bool {
 	for _, it := range items {
-		if kindOf(it) != "" || inGroup(it) {
+		if kindOf(it) != "" || inGroup(it) && !isConfig(it) {
 			return true
 		}
 	}
 	return false
 }
+
+// isConfig reports whether it is an IPAMConfig, the function's typed
+// functionConfig, which a package may hold among its resources.
+func isConfig(it *fn.KubeObject) bool { return it.IsGVK(Group, Version, KindIPAMConfig) }
 
 // inGroup reports whether it is of the ipam.nephio.org group, any version.
 func inGroup(it *fn.KubeObject) bool {
@@ -70,8 +74,8 @@ func unknownResult(it *fn.KubeObject) *fn.Result {
 	if v := it.GetAPIVersion(); v != APIVersion {
 		return objectResult(o, "apiVersion", fmt.Sprintf("%s is not served by ipam-fn: use %s", quoteBounded(v), APIVersion), "InvalidArgument")
 	}
-	return objectResult(o, "kind", fmt.Sprintf("%s is not a kind of %s: use %s, %s or %s",
-		quoteBounded(it.GetKind()), APIVersion, KindNetworkInstance, KindIPPrefix, KindIPAllocation), "InvalidArgument")
+	return objectResult(o, "kind", fmt.Sprintf("%s is not a kind of %s: use %s, %s, %s or (for the functionConfig) %s",
+		quoteBounded(it.GetKind()), APIVersion, KindNetworkInstance, KindIPPrefix, KindIPAllocation, KindIPAMConfig), "InvalidArgument")
 }
 
 // quoteBounded quotes s, cut to 64 bytes: a message never repeats a
@@ -156,7 +160,7 @@ func buildRequest(cfg Config, items fn.KubeObjects) (*ipamv1.SyncRequest, []*obj
 	for _, it := range items {
 		if k := kindOf(it); k != "" {
 			objs = append(objs, &object{item: it, kind: k, ns: it.GetNamespace(), name: it.GetName()})
-		} else if inGroup(it) {
+		} else if inGroup(it) && !isConfig(it) {
 			results = append(results, unknownResult(it))
 		}
 	}
