@@ -135,25 +135,9 @@ func BenchmarkW8MixedLoad(b *testing.B) {
 		return err
 	}
 	round := func() time.Duration {
-		var wg sync.WaitGroup
-		errs := make([]error, clients)
-		start := time.Now()
-		for g := range clients {
-			wg.Go(func() {
-				for range perClient {
-					if err := op(g, cs[g]); err != nil {
-						errs[g] = err
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		d := time.Since(start)
-		for _, err := range errs {
-			if err != nil {
-				b.Fatal(err)
-			}
+		d, err := parallel(clients, clients*perClient, func(g, _ int) error { return op(g, cs[g]) })
+		if err != nil {
+			b.Fatal(err)
 		}
 		return d
 	}
