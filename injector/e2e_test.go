@@ -185,6 +185,7 @@ func TestPorchE2E(t *testing.T) {
 	// one write lose a race when armed.
 	var armed atomic.Bool
 	var conflicts atomic.Int32
+	var collections atomic.Int32 // garbage collections done
 	hook := func(ctx context.Context, attempt int) {
 		if !armed.CompareAndSwap(true, false) {
 			return
@@ -206,6 +207,7 @@ func TestPorchE2E(t *testing.T) {
 			GCInterval: 500 * time.Millisecond, ResyncInterval: 500 * time.Millisecond, SkipNameValidation: true,
 			Logger:      logr.FromSlogHandler(slog.NewTextHandler(logf, nil)),
 			beforeWrite: hook,
+			afterGC:     func() { collections.Add(1) },
 		})
 	}()
 	t.Cleanup(func() {
@@ -307,7 +309,14 @@ func TestPorchE2E(t *testing.T) {
 	// 7. Deleting the Draft while the published revision exists releases
 	// nothing; deleting the package (every revision) releases all.
 	must(t, env.k8s.Delete(x.ctx, newRevisionNamed(v2)))
-	time.Sleep(3 * time.Second) // several GC periods
+	// Three collections that started after the deletion: each saw it.
+	after := collections.Load() + 1
+	eventually(t, 30*time.Second, "three garbage collections after the deletion", func() error {
+		if n := collections.Load(); n < after+3 {
+			return fmt.Errorf("%d collections, want %d", n, after+3)
+		}
+		return nil
+	})
 	if a := x.serverAllocations(owner); fmt.Sprint(a) != fmt.Sprint(final) {
 		t.Fatalf("deleting the Draft released allocations: server holds %v, want %v", a, final)
 	}

@@ -74,6 +74,8 @@ type Config struct {
 
 	// beforeWrite is Injector.beforeWrite (tests).
 	beforeWrite func(ctx context.Context, attempt int)
+	// afterGC is called after each garbage collection (tests count them).
+	afterGC func()
 }
 
 // Run watches PackageRevisions and allocates the IPAM resources of Drafts
@@ -142,7 +144,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if interval <= 0 {
 		interval = DefaultGCInterval
 	}
-	if err := mgr.Add(gcRunnable{in: in, interval: interval}); err != nil {
+	if err := mgr.Add(gcRunnable{in: in, interval: interval, after: cfg.afterGC}); err != nil {
 		return err
 	}
 	every := cfg.ResyncInterval
@@ -159,6 +161,7 @@ func Run(ctx context.Context, cfg Config) error {
 type gcRunnable struct {
 	in       *Injector
 	interval time.Duration
+	after    func() // called after each collection; may be nil
 }
 
 // Start collects garbage every interval until ctx is done.
@@ -178,6 +181,9 @@ func (g gcRunnable) Start(ctx context.Context) error {
 		}
 		if len(released) > 0 {
 			logger.Info("released the allocations of deleted packages", "owners", released)
+		}
+		if g.after != nil {
+			g.after()
 		}
 	}
 }
