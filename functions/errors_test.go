@@ -103,7 +103,7 @@ func TestRenderServerUnreachable(t *testing.T) {
 	if ok {
 		t.Fatalf("render succeeded without a server:\n%s", out)
 	}
-	want := "ipam-fn: cannot reach ipam-server at " + addr + " (set data.server in the functionConfig or IPAM_SERVER): "
+	want := "ipam-fn: cannot reach ipam-server at " + addr + " (set data.server (host:port) in the functionConfig or the IPAM_SERVER environment variable): "
 	if msg := oneResult(t, resultsDir); !strings.HasPrefix(msg, want) {
 		t.Errorf("result %q\nwant prefix %q", msg, want)
 	}

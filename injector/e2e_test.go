@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
-	"github.com/nephio-project/ipam/functions/ipamfn"
 	"github.com/nephio-project/ipam/service/server"
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
@@ -125,7 +125,7 @@ func allocations(t *testing.T, res map[string]string) map[string]string {
 	must(t, err)
 	out := map[string]string{}
 	for _, it := range p.items {
-		if it.IsGVK(ipamfn.Group, ipamfn.Version, ipamfn.KindIPAllocation) {
+		if it.IsGVK(ipamv1alpha1.Group, ipamv1alpha1.Version, ipamv1alpha1.KindIPAllocation) {
 			s, _, _ := it.NestedString("status", "prefix")
 			out[it.GetName()] = s
 		}

@@ -22,8 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
-	"github.com/nephio-project/ipam/functions/ipamfn"
+	"github.com/nephio-project/ipam/functions/pkgsync"
 )
 
 // MaxAttempts is how many times one reconcile reads, processes and writes
@@ -49,9 +50,9 @@ type Injector struct {
 	Reader ctrl.Reader
 	// IPAM is the ipam-server client.
 	IPAM ipamv1.IPAMClient
-	// Fn is the ipamfn configuration (server address for messages,
-	// timeout); Owner and Prune are set per package.
-	Fn ipamfn.Config
+	// Sync are the options of package pkgsync (server address for
+	// messages, timeout); Owner and Prune are set per package.
+	Sync pkgsync.Options
 	// Namespace limits garbage collection to one namespace; empty means all.
 	Namespace string
 	// Recorder records Events on PackageRevisions; nil records none.
@@ -130,14 +131,14 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, attem
 		}
 		return nil
 	}
-	if !ipamfn.HasIPAMObjects(files.items) {
+	if !pkgsync.HasIPAMObjects(files.items) {
 		return nil
 	}
 	owner := ownerOf(pr)
 	in.track(owner, pr.GetNamespace())
-	cfg := in.Fn
-	cfg.Owner, cfg.Prune = owner, true
-	changed, results, perr := ipamfn.Process(ctx, in.IPAM, cfg, files.items)
+	opts := in.Sync
+	opts.Owner, opts.Prune = owner, true
+	changed, results, perr := pkgsync.Process(ctx, in.IPAM, opts, files.items)
 	cond := condition{Type: ConditionType, Status: "True", Reason: ReasonAllocated, Message: summary(files.items)}
 	if perr != nil {
 		if ctx.Err() != nil {
@@ -187,9 +188,9 @@ func summary(items fn.KubeObjects) string {
 	var allocs, prefixes int
 	for _, it := range items {
 		switch {
-		case it.IsGVK(ipamfn.Group, ipamfn.Version, ipamfn.KindIPAllocation):
+		case it.IsGVK(ipamv1alpha1.Group, ipamv1alpha1.Version, ipamv1alpha1.KindIPAllocation):
 			allocs++
-		case it.IsGVK(ipamfn.Group, ipamfn.Version, ipamfn.KindIPPrefix):
+		case it.IsGVK(ipamv1alpha1.Group, ipamv1alpha1.Version, ipamv1alpha1.KindIPPrefix):
 			prefixes++
 		}
 	}
@@ -329,10 +330,10 @@ func (in *Injector) serverOwners(ctx context.Context) (map[string]bool, error) {
 }
 
 func (in *Injector) timeout() time.Duration {
-	if in.Fn.Timeout > 0 {
-		return in.Fn.Timeout
+	if in.Sync.Timeout > 0 {
+		return in.Sync.Timeout
 	}
-	return ipamfn.DefaultTimeout
+	return pkgsync.DefaultTimeout
 }
 
 // RepositoryGVK is Porch's Repository, listed to tell the injector's owners

@@ -11,7 +11,7 @@ import (
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 )
 
-// Annotations that tell ipamfn which file an item came from (kpt sets the
+// Annotations that tell pkgsync which file an item came from (kpt sets the
 // same ones); they are removed again before a file is written back.
 const (
 	annotationPath  = "internal.config.kubernetes.io/path"

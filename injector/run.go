@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
-	"github.com/nephio-project/ipam/functions/ipamfn"
+	"github.com/nephio-project/ipam/functions/pkgsync"
 	ipamclient "github.com/nephio-project/ipam/service/client"
 )
 
@@ -58,7 +58,7 @@ type Config struct {
 	// ipam-server's authorization policy.
 	TokenFile string
 	// Timeout bounds each call to ipam-server; zero means
-	// ipamfn.DefaultTimeout.
+	// pkgsync.DefaultTimeout.
 	Timeout time.Duration
 	// GCInterval is the garbage collection period; zero means
 	// DefaultGCInterval.
@@ -94,7 +94,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("kubeconfig: %w", err)
 		}
 	}
-	fnCfg := ipamfn.Config{Server: cfg.Server, Timeout: cfg.Timeout}
+	syncOpts := pkgsync.Options{Server: cfg.Server, Timeout: cfg.Timeout, ServerHint: "check --server and that ipam-server runs"}
 	conn, err := ipamclient.Dial(ipamclient.Config{Server: cfg.Server, CA: cfg.TLSCA, Cert: cfg.TLSCert, Key: cfg.TLSKey,
 		TokenFile: cfg.TokenFile, UserAgent: Name})
 	if err != nil {
@@ -128,7 +128,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Client:      mgr.GetClient(),
 		Reader:      mgr.GetAPIReader(),
 		IPAM:        ipamv1.NewIPAMClient(conn),
-		Fn:          fnCfg,
+		Sync:        syncOpts,
 		Namespace:   cfg.Namespace,
 		Recorder:    mgr.GetEventRecorder(Name),
 		beforeWrite: cfg.beforeWrite,

@@ -1,8 +1,9 @@
-// Package ipamfn is the KRM function ipam-fn as a library: it turns the
-// IPAM resources of a kpt package (NetworkInstance, IPPrefix, IPAllocation
-// of ipam.nephio.org/v1alpha1) into one Sync call to ipam-server and writes
-// the results back into their status. The ipam-fn binary runs it under
-// kpt fn render; the Porch injector calls Process directly.
+// Package ipamfn is the KRM function ipam-fn as a library: it reads its
+// functionConfig, connects to ipam-server and runs package pkgsync over
+// the ResourceList, which turns the IPAM resources of a kpt package
+// (NetworkInstance, IPPrefix, IPAllocation of ipam.nephio.org/v1alpha1)
+// into one Sync call and writes the results back into their status. The
+// ipam-fn binary runs it under kpt fn render.
 package ipamfn
 
 import (
@@ -15,15 +16,14 @@ import (
 	"time"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
+
+	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
+	"github.com/nephio-project/ipam/functions/pkgsync"
 )
 
 // EnvServer is the environment variable that names the ipam-server address
 // when the functionConfig does not (data.server wins).
 const EnvServer = "IPAM_SERVER"
-
-// DefaultTimeout bounds one run's call to ipam-server when the
-// functionConfig sets no data.timeout.
-const DefaultTimeout = 10 * time.Second
 
 // Config is what one run needs to know: where the server is, how to reach
 // it, and whose objects the package declares.
@@ -37,7 +37,7 @@ type Config struct {
 	// declares. ParseConfig defaults it to true.
 	Prune bool
 	// Timeout bounds the call to ipam-server, connecting included. Zero
-	// means DefaultTimeout.
+	// means pkgsync.DefaultTimeout.
 	Timeout time.Duration
 	// TLSCA, TLSCert and TLSKey are PEM file paths: the CA that signed the
 	// server certificate, and the client certificate and key for mTLS.
@@ -46,8 +46,12 @@ type Config struct {
 	// TokenFile holds the bearer token that identifies the function to
 	// ipam-server's authorization policy.
 	TokenFile string
-	// Now is the clock of condition lastTransitionTime; nil means time.Now.
-	Now func() time.Time
+}
+
+// Options are the settings of cfg that package pkgsync needs.
+func (c Config) Options() pkgsync.Options {
+	return pkgsync.Options{Server: c.Server, Owner: c.Owner, Prune: c.Prune, Timeout: c.Timeout,
+		ServerHint: "set data.server (host:port) in the functionConfig or the " + EnvServer + " environment variable"}
 }
 
 // ConfigError is a functionConfig field that cannot be used.
@@ -63,10 +67,6 @@ func (e *ConfigError) Error() string {
 	return "ipam-fn: functionConfig " + e.Field + ": " + e.Msg
 }
 
-// KindIPAMConfig is the typed functionConfig: the same settings as the
-// ConfigMap's data, under spec, with prune a boolean.
-const KindIPAMConfig = "IPAMConfig"
-
 // configKeys are the settings of the functionConfig.
 var configKeys = []string{"server", "owner", "prune", "timeout", "tlsCA", "tlsCert", "tlsKey", "tokenFile"}
 
@@ -77,7 +77,7 @@ var configKeys = []string{"server", "owner", "prune", "timeout", "tlsCA", "tlsCe
 // supplies IPAM_SERVER when server is not set. An empty functionConfig is
 // valid: every field takes its default.
 func ParseConfig(fc *fn.KubeObject, getenv func(string) string) (Config, error) {
-	cfg := Config{Prune: true, Timeout: DefaultTimeout}
+	cfg := Config{Prune: true, Timeout: pkgsync.DefaultTimeout}
 	var data map[string]string
 	prefix := "data."
 	if fc != nil && !fc.IsEmpty() {
@@ -88,14 +88,14 @@ func ParseConfig(fc *fn.KubeObject, getenv func(string) string) (Config, error) 
 			if err != nil {
 				return cfg, &ConfigError{Field: "data", Msg: "must map names to strings (quote values such as \"true\")"}
 			}
-		case fc.IsGVK(Group, Version, KindIPAMConfig):
+		case pkgsync.IsConfig(fc):
 			prefix = "spec."
 			if data, err = ipamConfigData(fc); err != nil {
 				return cfg, err
 			}
 		default:
 			return cfg, &ConfigError{Field: "kind", Msg: fmt.Sprintf("%s is not supported; use a ConfigMap with data.server or an %s %s with spec.server",
-				fc.GetKind(), APIVersion, KindIPAMConfig)}
+				fc.GetKind(), ipamv1alpha1.APIVersion, pkgsync.KindIPAMConfig)}
 		}
 	}
 	var errs []error
@@ -168,18 +168,4 @@ func ipamConfigData(fc *fn.KubeObject) (map[string]string, error) {
 		}
 	}
 	return data, errors.Join(errs...)
-}
-
-func (c Config) timeout() time.Duration {
-	if c.Timeout <= 0 {
-		return DefaultTimeout
-	}
-	return c.Timeout
-}
-
-func (c Config) now() time.Time {
-	if c.Now != nil {
-		return c.Now()
-	}
-	return time.Now()
 }

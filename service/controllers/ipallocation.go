@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -10,6 +9,7 @@ import (
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/api/translate"
 )
 
 // IPAllocationReconciler allocates addresses and prefixes for
@@ -38,14 +38,14 @@ func (r *IPAllocationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 	var o outcome
 	var res *ipamv1.Result
-	want, err := allocationRequest(key, &a)
+	want, err := translate.Allocation(r.owner, &a)
 	if err != nil {
 		o = outcome{synced: true, message: err.Error(), retry: retryResync}
 	} else {
 		var resp *ipamv1.AllocateResponse
 		resp, err = r.ipam.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: want})
 		res = resp.GetResult()
-		o = classify(err, "allocated "+res.GetPrefix())
+		o = classify(err, translate.ReadyMessage(ipamv1alpha1.KindIPAllocation, res))
 	}
 	setConditions(&a.Status.Conditions, o, a.Generation)
 	if o.synced {
@@ -53,27 +53,4 @@ func (r *IPAllocationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	changed := !equality.Semantic.DeepEqual(orig.Status, a.Status)
 	return r.finish(ctx, &a, orig, a.Status.Conditions, orig.Status.Conditions, o, changed, "Allocate", err)
-}
-
-// allocationRequest translates an IPAllocation into the service's request.
-// Only selector.matchLabels can be expressed; matchExpressions are refused.
-func allocationRequest(key *ipamv1.Key, a *ipamv1alpha1.IPAllocation) (*ipamv1.Allocation, error) {
-	want := &ipamv1.Allocation{
-		Key:             key,
-		NetworkInstance: a.Spec.NetworkInstance,
-		Kind:            string(a.Spec.Kind),
-		Prefix:          a.Spec.Prefix,
-		AddressFamily:   string(a.Spec.AddressFamily),
-		Labels:          mergeLabels(a.Labels, a.Spec.Labels),
-	}
-	if a.Spec.PrefixLength != nil {
-		want.PrefixLength = *a.Spec.PrefixLength
-	}
-	if sel := a.Spec.Selector; sel != nil {
-		if len(sel.MatchExpressions) > 0 {
-			return nil, fmt.Errorf("IPAllocation %s/%s: spec.selector.matchExpressions: not supported, use matchLabels", a.Namespace, a.Name)
-		}
-		want.Selector = sel.MatchLabels
-	}
-	return want, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/api/translate"
 )
 
 // IPPrefixReconciler records IPPrefixes in ipam-server and deletes them
@@ -35,16 +36,9 @@ func (r *IPPrefixReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	orig := p.DeepCopy()
 
-	resp, err := r.ipam.CreatePrefix(ctx, &ipamv1.CreatePrefixRequest{Prefix: &ipamv1.Prefix{
-		Key:             key,
-		NetworkInstance: p.Spec.NetworkInstance,
-		Kind:            string(p.Spec.Kind),
-		Prefix:          p.Spec.Prefix,
-		Network:         p.Spec.Network,
-		Labels:          mergeLabels(p.Labels, p.Spec.Labels),
-	}})
+	resp, err := r.ipam.CreatePrefix(ctx, &ipamv1.CreatePrefixRequest{Prefix: translate.Prefix(r.owner, &p)})
 	res := resp.GetResult()
-	o := classify(err, "prefix "+res.GetPrefix()+" recorded in network instance "+p.Spec.NetworkInstance)
+	o := classify(err, translate.ReadyMessage(ipamv1alpha1.KindIPPrefix, res))
 	setConditions(&p.Status.Conditions, o, p.Generation)
 	if o.synced {
 		// The service decided: its answer (or the absence of one) is the

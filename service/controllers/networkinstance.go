@@ -10,6 +10,7 @@ import (
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/api/translate"
 )
 
 // NetworkInstanceReconciler creates network instances in ipam-server,
@@ -37,12 +38,8 @@ func (r *NetworkInstanceReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	orig := ni.DeepCopy()
 
-	want := &ipamv1.NetworkInstance{Key: key, Labels: ni.Labels}
-	for _, p := range ni.Spec.Prefixes {
-		want.Prefixes = append(want.Prefixes, &ipamv1.VRFPrefix{Prefix: p.Prefix, Labels: p.Labels})
-	}
-	_, err := r.ipam.CreateNetworkInstance(ctx, &ipamv1.CreateNetworkInstanceRequest{NetworkInstance: want})
-	o := classify(err, "network instance "+ni.Name+" is ready")
+	_, err := r.ipam.CreateNetworkInstance(ctx, &ipamv1.CreateNetworkInstanceRequest{NetworkInstance: translate.NetworkInstance(r.owner, &ni)})
+	o := classify(err, translate.ReadyMessage(ipamv1alpha1.KindNetworkInstance, nil))
 	setConditions(&ni.Status.Conditions, o, ni.Generation)
 	if err == nil {
 		if u, uerr := r.utilization(ctx, ni.Name); uerr == nil {

@@ -16,6 +16,7 @@ import (
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/api/translate"
 )
 
 // Finalizer holds a resource until its prefix, allocation or network
@@ -42,7 +43,7 @@ type reconciler struct {
 
 // key is the service key of a resource: (owner, namespace, name).
 func (r *reconciler) key(obj client.Object) *ipamv1.Key {
-	return &ipamv1.Key{Owner: r.owner, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	return translate.Key(r.owner, obj)
 }
 
 // ensureFinalizer adds the finalizer before anything is created in the
@@ -125,20 +126,4 @@ func (r *reconciler) event(obj client.Object, eventType, reason, action, note st
 		return
 	}
 	r.recorder.Eventf(obj, nil, eventType, reason, action, "%s", note)
-}
-
-// mergeLabels returns metadata.labels overlaid with spec.labels: the user
-// labels a prefix or allocation carries in the service.
-func mergeLabels(meta, spec map[string]string) map[string]string {
-	if len(meta)+len(spec) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(meta)+len(spec))
-	for k, v := range meta {
-		out[k] = v
-	}
-	for k, v := range spec {
-		out[k] = v
-	}
-	return out
 }

@@ -3,13 +3,10 @@ package controllers
 import (
 	"testing"
 
-	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
-	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 )
 
 func TestNetworkInstanceOf(t *testing.T) {
@@ -61,30 +58,5 @@ func TestNeedsAttention(t *testing.T) {
 				t.Fatalf("needsAttention = %v; want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestAllocationRequest(t *testing.T) {
-	key := &ipamv1.Key{Owner: "k8s", Namespace: "default", Name: "a"}
-	a := &ipamv1alpha1.IPAllocation{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a", Labels: map[string]string{"app": "x", "tier": "meta"}},
-		Spec: ipamv1alpha1.IPAllocationSpec{Kind: ipamv1alpha1.PrefixKindPool, PrefixLength: ptr.To(int32(16)),
-			AddressFamily: ipamv1alpha1.AddressFamilyIPv4, Labels: map[string]string{"tier": "spec"},
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{ipamv1alpha1.LabelNetworkInstance: "vpc-1"}}},
-	}
-	got, err := allocationRequest(key, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &ipamv1.Allocation{Key: key, Kind: "pool", PrefixLength: 16, AddressFamily: "ipv4",
-		Selector: map[string]string{ipamv1alpha1.LabelNetworkInstance: "vpc-1"},
-		Labels:   map[string]string{"app": "x", "tier": "spec"}}
-	if !proto.Equal(got, want) {
-		t.Fatalf("allocationRequest = %v; want %v", got, want)
-	}
-
-	a.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "x", Operator: metav1.LabelSelectorOpExists}}
-	if _, err := allocationRequest(key, a); err == nil {
-		t.Fatal("matchExpressions accepted; want an error naming spec.selector.matchExpressions")
 	}
 }

@@ -12,9 +12,26 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
+// The group, version and kinds of this API as they appear in apiVersion
+// and kind.
+const (
+	// Group is the API group of every kind in this package.
+	Group = "ipam.nephio.org"
+	// Version is the API version of this package.
+	Version = "v1alpha1"
+	// APIVersion is Group/Version, as written in apiVersion.
+	APIVersion = Group + "/" + Version
+	// KindNetworkInstance is the kind of NetworkInstance.
+	KindNetworkInstance = "NetworkInstance"
+	// KindIPPrefix is the kind of IPPrefix.
+	KindIPPrefix = "IPPrefix"
+	// KindIPAllocation is the kind of IPAllocation.
+	KindIPAllocation = "IPAllocation"
+)
+
 var (
 	// GroupVersion is the API group and version of the types in this package.
-	GroupVersion = schema.GroupVersion{Group: "ipam.nephio.org", Version: "v1alpha1"}
+	GroupVersion = schema.GroupVersion{Group: Group, Version: Version}
 
 	// SchemeBuilder registers the types of this package with a runtime.Scheme.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)

@@ -10,8 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kptdev/krm-functions-sdk/go/fn"
 )
 
 // ModuleRoot is the directory of the go.mod above the test's working
@@ -58,16 +61,21 @@ func CommitAll(t testing.TB, dir, msg string) {
 
 var (
 	indexLine = regexp.MustCompile(`(?m)^index [0-9a-f]+\.\.[0-9a-f]+( [0-7]+)?\n`)
+	// function is the Kptfile line that runs ipam-fn, which tests point at
+	// a temporary binary or an image.
+	function  = regexp.MustCompile(`(?m)^( +- )(?:exec|image): \S*ipam-fn\S*$`)
 	timestamp = regexp.MustCompile(`(lastTransitionTime: )"?\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})"?`)
 )
 
 // Diff is the package's change since the last commit as `git diff` shows
-// it, written as the golden diff.patch files are: blob hashes dropped and
-// condition times masked.
+// it, written as the golden diff.patch files are: blob hashes dropped,
+// condition times masked, and the Kptfile's function shown as the golden
+// packages name it (exec: bin/ipam-fn).
 func Diff(t testing.TB, dir string) string {
 	t.Helper()
 	d := Git(t, dir, "diff", "--no-color", "--no-ext-diff")
 	d = indexLine.ReplaceAllString(d, "")
+	d = function.ReplaceAllString(d, "${1}exec: bin/ipam-fn")
 	return timestamp.ReplaceAllString(d, `${1}"<masked>"`)
 }
 
@@ -110,4 +118,154 @@ func ReplaceIn(t testing.TB, file, old, new string) {
 	if err := os.WriteFile(file, bytes.ReplaceAll(b, []byte(old), []byte(new)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Seed is the README's seed example as one package file, full of comments,
+// with the gateway prefix listed before its aggregate.
+const Seed = `# The seed example of the README.
+apiVersion: ipam.nephio.org/v1alpha1
+kind: NetworkInstance
+metadata:
+  name: vpc-1 # the VRF
+spec: {}
+---
+# A network prefix with a gateway, before its aggregate.
+apiVersion: ipam.nephio.org/v1alpha1
+kind: IPPrefix
+metadata:
+  name: net1-prefix1
+  labels:
+    nephio.org/gateway: "true" # .1 is the gateway
+spec:
+  prefix: 10.0.1.1/24
+  network: net1
+  networkInstance: vpc-1
+---
+apiVersion: ipam.nephio.org/v1alpha1
+kind: IPPrefix
+metadata:
+  name: aggregate0
+spec:
+  kind: aggregate
+  prefix: 10.0.0.0/8 # everything
+  networkInstance: vpc-1
+---
+apiVersion: ipam.nephio.org/v1alpha1
+kind: IPPrefix
+metadata:
+  name: net1-prefix10
+  labels:
+    nephio.org/interface: n3
+spec:
+  prefix: 10.0.1.10/24
+  network: net1
+  networkInstance: vpc-1
+---
+apiVersion: ipam.nephio.org/v1alpha1
+kind: IPAllocation
+metadata:
+  name: alloc1
+spec:
+  # next free address of net1
+  kind: network
+  selector:
+    matchLabels:
+      nephio.org/network-instance: vpc-1
+      nephio.org/network-name: net1
+---
+apiVersion: ipam.nephio.org/v1alpha1
+kind: IPAllocation
+metadata:
+  name: alloc2-n3
+spec:
+  kind: network
+  selector:
+    matchLabels:
+      nephio.org/network-instance: vpc-1
+      nephio.org/network-name: net1
+      nephio.org/interface: n3 # the static address
+---
+apiVersion: ipam.nephio.org/v1alpha1
+kind: IPAllocation
+metadata:
+  name: alloc-pool1
+spec:
+  kind: pool
+  prefixLength: 16
+  selector:
+    matchLabels:
+      nephio.org/network-instance: vpc-1
+---
+# Not an IPAM resource: left alone.
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: other # keep me
+data:
+  b: "2"
+  a: "1"
+`
+
+// Kptfile is the root Kptfile of the Seed package, named seed-pkg.
+const Kptfile = `apiVersion: kpt.dev/v1
+kind: Kptfile
+metadata:
+  name: seed-pkg
+pipeline:
+  mutators:
+    - exec: bin/ipam-fn
+      configPath: ipam-fn-config.yaml
+`
+
+// Items parses files (path → content) into items annotated as kpt does.
+func Items(t testing.TB, files ...string) fn.KubeObjects {
+	t.Helper()
+	var out fn.KubeObjects
+	for i := 0; i < len(files); i += 2 {
+		objs, err := fn.ParseKubeObjects([]byte(files[i+1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, o := range objs {
+			if err := o.SetAnnotation("internal.config.kubernetes.io/path", files[i]); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.SetAnnotation("internal.config.kubernetes.io/index", strconv.Itoa(j)); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Find is the object of kind named name among objs.
+func Find(t testing.TB, objs fn.KubeObjects, kind, name string) *fn.KubeObject {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("%s %s not found", kind, name)
+	return nil
+}
+
+// Str is the string at fields of o.
+func Str(t testing.TB, o *fn.KubeObject, fields ...string) string {
+	t.Helper()
+	s, _, err := o.NestedString(fields...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Snapshot is every object of objs as YAML, to compare before and after.
+func Snapshot(objs fn.KubeObjects) []string {
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		out[i] = o.String()
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package ipamfn
+package pkgsync
 
 import (
 	"context"
@@ -52,11 +52,7 @@ func fileOf(it *fn.KubeObject) *fn.File {
 // field a server message starts with, and ends with the file for readers
 // of kpt's one-line summary.
 func objectResult(o *object, field, msg, code string) *fn.Result {
-	id := o.kind + " " + o.name
-	if o.ns != "" {
-		id = o.kind + " " + o.ns + "/" + o.name
-	}
-	msg = strings.TrimPrefix(msg, id+": ")
+	msg = strings.TrimPrefix(msg, o.id()+": ")
 	if field != "" {
 		msg = strings.TrimPrefix(msg, field+": ")
 	}
@@ -101,10 +97,10 @@ func scalarAt(it *fn.KubeObject, field string) (any, bool) {
 // syncErrorResults maps a failed Sync to results: one per failed item the
 // server names, attached to that item's resource when it is in the
 // package, or one result for the whole call.
-func syncErrorResults(err error, cfg Config, objs []*object) fn.Results {
+func syncErrorResults(err error, opts Options, objs []*object) fn.Results {
 	st, ok := status.FromError(err)
 	if !ok {
-		return fn.Results{{Severity: fn.Error, Message: fmt.Sprintf("ipam-fn: Sync with ipam-server at %s: %v", cfg.Server, err)}}
+		return fn.Results{{Severity: fn.Error, Message: fmt.Sprintf("ipam-fn: Sync with ipam-server at %s: %v", opts.Server, err)}}
 	}
 	var items []*ipamv1.ItemError
 	omitted := 0
@@ -121,19 +117,18 @@ func syncErrorResults(err error, cfg Config, objs []*object) fn.Results {
 			errors.Is(err, context.DeadlineExceeded):
 			msg := st.Message()
 			if st.Code() == codes.DeadlineExceeded {
-				msg += fmt.Sprintf(" (no answer within data.timeout %s)", cfg.timeout())
+				msg += fmt.Sprintf(" (no answer within the timeout, %s)", opts.timeout())
 			}
-			if strings.Contains(msg, "network is unreachable") || strings.Contains(msg, "connection refused") && client.Loopback(cfg.Server) {
+			if strings.Contains(msg, "network is unreachable") || strings.Contains(msg, "connection refused") && client.Loopback(opts.Server) {
 				// Without --allow-network kpt gives the function container
 				// no network: no route, or a loopback of its own where
 				// nothing listens.
 				msg += " (in container mode, kpt fn render needs --allow-network)"
 			}
 			return fn.Results{{Severity: fn.Error, Message: fmt.Sprintf(
-				"ipam-fn: cannot reach ipam-server at %s (set data.server in the functionConfig or %s): %s",
-				cfg.Server, EnvServer, msg)}}
+				"ipam-fn: cannot reach ipam-server at %s (%s): %s", opts.Server, opts.ServerHint, msg)}}
 		}
-		return fn.Results{{Severity: fn.Error, Message: fmt.Sprintf("ipam-fn: ipam-server at %s: %s: %s", cfg.Server, st.Code(), st.Message())}}
+		return fn.Results{{Severity: fn.Error, Message: fmt.Sprintf("ipam-fn: ipam-server at %s: %s: %s", opts.Server, st.Code(), st.Message())}}
 	}
 	var results fn.Results
 	for _, it := range items {

@@ -1,0 +1,236 @@
+package pkgsync
+
+import (
+	"fmt"
+
+	"github.com/kptdev/krm-functions-sdk/go/fn"
+
+	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/api/translate"
+)
+
+// condition is the desired state of one condition. The function writes no
+// lastTransitionTime: two people rendering the same package must get the
+// same bytes, and a package has no clock that both share.
+type condition struct {
+	typ, status, reason, message string
+}
+
+// desiredConditions are the conditions of a resource the server accepted
+// with res.
+func desiredConditions(kind string, res *ipamv1.Result) []condition {
+	return []condition{
+		{typ: ipamv1alpha1.ConditionTypeSynced, status: "True", reason: ipamv1alpha1.ReasonReconcileSuccess},
+		{typ: ipamv1alpha1.ConditionTypeReady, status: "True", reason: ipamv1alpha1.ReasonReady, message: translate.ReadyMessage(kind, res)},
+	}
+}
+
+// KptfileConditionType is the type of the root Kptfile's condition for the
+// claim of kind named name, as Nephio's specializer writes it: a readiness
+// gate on it waits until the claim is allocated.
+func KptfileConditionType(kind, name string) string {
+	return ipamv1alpha1.Group + "." + kind + "." + name
+}
+
+// writeResults writes each result of resp into the status of its
+// IPAllocation or IPPrefix, and the claims' conditions into the root
+// Kptfile. Changes are made on copies and swapped in only when all of
+// them succeeded, so a failure changes no item.
+func writeResults(items fn.KubeObjects, objs []*object, resp *ipamv1.SyncResponse) (bool, fn.Results, error) {
+	type swap struct{ item, next *fn.KubeObject }
+	var swaps []swap
+	var results fn.Results
+	var claims []condition
+	for _, o := range objs {
+		var res *ipamv1.Result
+		switch o.kind {
+		case ipamv1alpha1.KindIPPrefix:
+			res = resp.GetPrefixes()[o.index]
+		case ipamv1alpha1.KindIPAllocation:
+			res = resp.GetAllocations()[o.index]
+			claims = append(claims, condition{typ: KptfileConditionType(o.kind, o.name), status: "True",
+				reason: ipamv1alpha1.ReasonReady, message: translate.ReadyMessage(o.kind, res)})
+		default:
+			continue
+		}
+		next := o.item.Copy()
+		changed, err := writeStatus(next, res.GetPrefix(), res.GetGateway(), desiredConditions(o.kind, res))
+		if err != nil {
+			results = append(results, objectResult(o, "status", err.Error(), ""))
+			continue
+		}
+		if changed {
+			swaps = append(swaps, swap{o.item, next})
+		}
+	}
+	if k := rootKptfile(items); k != nil {
+		next := k.Copy()
+		changed, err := writeKptfileConditions(next, claims)
+		if err != nil {
+			o := &object{item: k, kind: k.GetKind(), name: k.GetName()}
+			results = append(results, objectResult(o, "status.conditions", err.Error(), ""))
+		} else if changed {
+			swaps = append(swaps, swap{k, next})
+		}
+	}
+	if len(results) > 0 {
+		return false, results, failed(results)
+	}
+	for _, s := range swaps {
+		*s.item = *s.next
+	}
+	return len(swaps) > 0, summary(objs, len(swaps), resp), nil
+}
+
+// summary is what a successful run reports: one line with the counts,
+// and one line per object the prune released, so that a reviewer of the
+// render sees every release.
+func summary(objs []*object, written int, resp *ipamv1.SyncResponse) fn.Results {
+	rel := resp.GetReleased()
+	results := fn.Results{{Severity: fn.Info, Message: fmt.Sprintf(
+		"ipam-fn: synced %s with ipam-server: %s written, %d released by prune",
+		count(len(objs), "resource"), count(written, "item"), len(rel))}}
+	for _, r := range rel {
+		kind := translate.KindName(r.GetKind())
+		k := r.GetKey()
+		results = append(results, &fn.Result{Severity: fn.Info,
+			Message: fmt.Sprintf("ipam-fn: released %s %s of owner %s: the package no longer declares it",
+				kind, translate.ID(k.GetNamespace(), k.GetName()), k.GetOwner()),
+			ResourceRef: &fn.ResourceRef{APIVersion: ipamv1alpha1.APIVersion, Kind: kind, Name: k.GetName(), Namespace: k.GetNamespace()}})
+	}
+	return results
+}
+
+// setter sets string fields of sub-objects, touching only what differs,
+// and records whether anything changed.
+type setter struct{ changed bool }
+
+func (s *setter) set(sub *fn.SubObject, v string, fields ...string) error {
+	cur, found, err := sub.NestedString(fields...)
+	if found && err == nil && cur == v {
+		return nil
+	}
+	s.changed = true
+	return sub.SetNestedString(v, fields...)
+}
+
+// remove deletes a field of sub if it is there.
+func (s *setter) remove(sub *fn.SubObject, fields ...string) error {
+	removed, err := sub.RemoveNestedField(fields...)
+	s.changed = s.changed || removed
+	return err
+}
+
+// writeStatus sets status.prefix, status.gateway (removed when empty) and
+// the conditions of o, touching only what differs; conditions of other
+// types are left alone. It reports whether anything changed.
+func writeStatus(o *fn.KubeObject, prefix, gateway string, conds []condition) (bool, error) {
+	var s setter
+	if err := s.set(&o.SubObject, prefix, "status", "prefix"); err != nil {
+		return false, err
+	}
+	if gateway != "" {
+		if err := s.set(&o.SubObject, gateway, "status", "gateway"); err != nil {
+			return false, err
+		}
+	} else if err := s.remove(&o.SubObject, "status", "gateway"); err != nil {
+		return false, err
+	}
+	if err := s.conditions(o.UpsertMap("status"), conds, false); err != nil {
+		return false, err
+	}
+	return s.changed, nil
+}
+
+// writeKptfileConditions sets one condition per claim in the Kptfile's
+// status.conditions and removes the conditions of claims the package no
+// longer holds; conditions of other producers are left alone.
+func writeKptfileConditions(k *fn.KubeObject, claims []condition) (bool, error) {
+	var s setter
+	list, _, err := k.NestedSlice("status", "conditions")
+	if err != nil {
+		return false, fmt.Errorf("must be a list of conditions: %w", err)
+	}
+	want := map[string]bool{}
+	for _, c := range claims {
+		want[c.typ] = true
+	}
+	prefix := KptfileConditionType(ipamv1alpha1.KindIPAllocation, "")
+	kept := list[:0:0]
+	for _, e := range list {
+		t, _, _ := e.NestedString("type")
+		if len(t) > len(prefix) && t[:len(prefix)] == prefix && !want[t] {
+			s.changed = true
+			continue
+		}
+		kept = append(kept, e)
+	}
+	if len(claims) == 0 && !s.changed {
+		return false, nil
+	}
+	status := k.UpsertMap("status")
+	if s.changed {
+		if err := status.SetSlice(kept, "conditions"); err != nil {
+			return false, err
+		}
+	}
+	if err := s.conditions(status, claims, true); err != nil {
+		return false, err
+	}
+	return s.changed, nil
+}
+
+// conditions writes conds into status.conditions. An empty message is
+// left out; lastTransitionTime is removed unless keepTime (it is not
+// deterministic).
+func (s *setter) conditions(status *fn.SubObject, conds []condition, keepTime bool) error {
+	list, _, err := status.NestedSlice("conditions")
+	if err != nil {
+		return fmt.Errorf("status.conditions must be a list of conditions: %w", err)
+	}
+	added := false
+	for _, c := range conds {
+		var cur *fn.SubObject
+		for _, e := range list {
+			if t, _, _ := e.NestedString("type"); t == c.typ {
+				cur = e
+				break
+			}
+		}
+		if cur == nil {
+			cur = &fn.NewEmptyKubeObject().SubObject
+			list = append(list, cur)
+			added = true
+		}
+		for _, kv := range [][2]string{{"type", c.typ}, {"status", c.status}, {"reason", c.reason}, {"message", c.message}} {
+			var err error
+			if kv[1] == "" {
+				err = s.remove(cur, kv[0])
+			} else {
+				err = s.set(cur, kv[1], kv[0])
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if !keepTime {
+			if err := s.remove(cur, "lastTransitionTime"); err != nil {
+				return err
+			}
+		}
+	}
+	if added {
+		s.changed = true
+		return status.SetSlice(list, "conditions")
+	}
+	return nil
+}
+
+// count is n noun, plural unless n is 1.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
