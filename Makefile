@@ -178,7 +178,7 @@ TESTBIN                := $(BIN)/k8s
 .PHONY: testbin blueprint-crds
 
 testbin: ## build etcd and kube-apiserver for envtest into bin/k8s unless they are there at the pinned versions
-	ETCD_VERSION=$(ETCD_VERSION) KUBE_VERSION=$(KUBE_APISERVER_VERSION) service/controllers/testbin/build.sh $(TESTBIN)
+	ETCD_VERSION=$(ETCD_VERSION) KUBE_VERSION=$(KUBE_APISERVER_VERSION) service/fronts/controllers/testbin/build.sh $(TESTBIN)
 
 # Porch for the injector's e2e test: the Porch server and
 # its function runner (func/server) built from the Go module proxy into

@@ -164,20 +164,11 @@ func checkInvariants(t testing.TB, a *Allocator) {
 			if tb.len() == 0 {
 				t.Fatalf("owner %s: empty table kept in VRF %s", os.name, v.name)
 			}
-			used := 0
-			for _, s := range tb.slots {
-				if s != 0 {
-					used++
-				}
-			}
-			if used != tb.len() {
-				t.Fatalf("owner %s: %d slots used for %d records", os.name, used, tb.len())
+			if err := tb.Check(); err != nil {
+				t.Fatalf("owner %s, VRF %s: %v", os.name, v.name, err)
 			}
 			for i := range tb.len() {
 				o := tb.at(i)
-				if got := tb.index(o.spec.req.Key.Namespace, o.name); got != i {
-					t.Fatalf("owner %s: record %d (%s) found at %d", os.name, i, o.name, got)
-				}
 				if o.spec.v != v || o.spec.req.Key.Owner != os.name {
 					t.Fatalf("owner %s: record %s has the spec of %s/%s", os.name, o.name, o.spec.req.Key.Owner, o.spec.v.name)
 				}

@@ -208,7 +208,7 @@ func (a *Allocator) ListAllocationsPage(f Filter, after *Key, limit int) ([]Allo
 				if !f.matches(os.name, t.v.name, r.spec.req.Labels) {
 					continue
 				}
-				x := ref{r.spec.req.Key.Namespace, t.names.bytes(r.name), t, i}
+				x := ref{r.spec.req.Key.Namespace, t.Name(i), t, i}
 				if skip && compare(x.ns, x.name, afterRef) <= 0 {
 					continue
 				}

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/nephio-project/ipam/service/ipam/internal/alloctable"
 )
 
 // Snapshot returns records that rebuild the whole current state when
@@ -220,11 +222,11 @@ func (t *tx) putRecordedAllocation(os *ownerState, rec AllocationRecord) error {
 	// new one; replay keeps no undo log, so the table is written directly.
 	ns, name := r.Key.Namespace, r.Key.Name
 	tb := t.tableFor(os, v)
-	h := hashKey(ns, name)
-	slot, found := tb.find(ns, name, h)
+	h := alloctable.Hash(ns, name)
+	slot, found := tb.Find(ns, name, h)
 	oldTable, old := tb, (*allocRec)(nil)
 	if found {
-		old = tb.recAt(slot)
+		old = tb.AtSlot(slot)
 	} else if len(os.tables) > 1 {
 		oldTable, old = os.findAlloc(ns, name)
 	}

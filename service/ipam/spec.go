@@ -54,7 +54,9 @@ func pairsOf(l Labels) []labelPair {
 // name is ignored). The spec keeps private copies of r's maps, which are
 // never mutated afterwards. Specs in use by allocations are interned in
 // v.specs (see allocTable.put and del), except requests of an explicit
-// prefix, which no other allocation can share.
+// prefix, which no other allocation can share. Needed by
+// BenchmarkW6HeapBytesPerAlloc: a spec per allocation would cost more
+// than the 64-byte budget alone.
 //
 // With owned set the spec may keep r's maps (Apply owns its records).
 func (v *vrf) sharedSpec(r *Allocation, owned bool) *allocSpec {

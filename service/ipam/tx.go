@@ -29,13 +29,16 @@ type tx struct {
 	owner *ownerState
 	// bitmap caches the last network or loopback node an address was
 	// found in; such nodes have no children, so one that contains an
-	// address is the node of that address.
+	// address is the node of that address. Needed by
+	// BenchmarkW6RestartSeconds: replay takes twice as long without it.
 	bitmap *node
 	// slab backs the allocation records of a Sync.
 	slab []AllocationRecord
 }
 
 // txPool recycles the transactions of mutations with their undo logs.
+// Needed by BenchmarkAllocateRelease: 1.2 µs and 4 allocations per call,
+// 1.6 µs and 10 without it.
 var txPool = sync.Pool{New: func() any { return new(tx) }}
 
 func newTx(a *Allocator, global bool) *tx {

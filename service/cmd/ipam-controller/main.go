@@ -11,7 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/nephio-project/ipam/service/controllers"
+	"github.com/nephio-project/ipam/service/fronts/controllers"
 )
 
 func main() {

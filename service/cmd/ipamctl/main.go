@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/nephio-project/ipam/service/ctl"
+	"github.com/nephio-project/ipam/service/fronts/ctl"
 )
 
 func main() {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nephio-project/ipam/service/ctl"
+	"github.com/nephio-project/ipam/service/fronts/ctl"
 	"github.com/nephio-project/ipam/service/server"
 	"github.com/nephio-project/ipam/service/server/servertest"
 )

@@ -12,7 +12,7 @@ import (
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
-	"github.com/nephio-project/ipam/service/controllers"
+	"github.com/nephio-project/ipam/service/fronts/controllers"
 )
 
 // TestResync runs the controllers with a 2s resync against an ipam-server

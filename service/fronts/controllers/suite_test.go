@@ -32,13 +32,13 @@ import (
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	ipamclient "github.com/nephio-project/ipam/service/client"
-	"github.com/nephio-project/ipam/service/controllers"
+	"github.com/nephio-project/ipam/service/fronts/controllers"
 	"github.com/nephio-project/ipam/service/server"
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
 
 // crdDir holds the generated CRDs envtest installs.
-var crdDir = filepath.Join("..", "..", "api", "ipam", "v1alpha1", "crds")
+var crdDir = filepath.Join("..", "..", "..", "api", "ipam", "v1alpha1", "crds")
 
 // suite is one kube-apiserver + etcd (envtest, real binaries) and one
 // ipam-server, shared by the tests of this package, which run one after

@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
-	"github.com/nephio-project/ipam/service/controllers"
+	"github.com/nephio-project/ipam/service/fronts/controllers"
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
 

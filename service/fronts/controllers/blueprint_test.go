@@ -27,11 +27,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
-	"github.com/nephio-project/ipam/service/controllers"
+	"github.com/nephio-project/ipam/service/fronts/controllers"
 )
 
 // blueprintDir is the kpt package that installs IPAM into a cluster.
-var blueprintDir = filepath.Join("..", "..", "blueprints", "ipam")
+var blueprintDir = filepath.Join("..", "..", "..", "blueprints", "ipam")
 
 // TestBlueprintCRDsUpToDate fails when the blueprint's copies of the CRDs
 // differ from the generated ones.

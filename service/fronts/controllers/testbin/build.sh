@@ -4,7 +4,7 @@
 # module under OUT/.build. It does nothing when OUT already holds both
 # binaries at the pinned versions (recorded in OUT/.versions).
 #
-#   service/controllers/testbin/build.sh [OUT]
+#   service/fronts/controllers/testbin/build.sh [OUT]
 #
 # Pinned versions can be overridden with ETCD_VERSION and KUBE_VERSION.
 set -euo pipefail
