@@ -30,10 +30,13 @@ GO_DIRS := $(wildcard api service functions injector)
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-20s %s\n", $$1, $$2 }'
 
+# VERSION names the build: ipamctl version prints it, images are tagged with it.
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+
 build: ## build every binary into bin/
 	@mkdir -p $(BIN)
 ifneq ($(CMD_PKGS),)
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/ $(CMD_PKGS)
+	CGO_ENABLED=0 $(GO) build -ldflags='-X github.com/nephio-project/ipam/service/fronts/ctl.Version=$(VERSION)' -o $(BIN)/ $(CMD_PKGS)
 else
 	@echo "build: no main packages under service/cmd, functions/cmd or injector/cmd yet"
 endif
@@ -140,7 +143,6 @@ golangci-lint: ## install the pinned golangci-lint under bin/ unless it is there
 # Each is FROM scratch around a static binary built here (CGO_ENABLED=0),
 # runs as the non-root uid 65532 and has no shell; nothing is pulled.
 # Tags: $(VERSION) and dev.
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 # Where `make images` builds the binaries and the build contexts.
 IMAGES_DIR ?= $(BIN)/images
 IMAGES := ipam-fn:./functions/cmd/ipam-fn:functions/Dockerfile.local \

@@ -2,11 +2,14 @@ package ctl
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+
+	flag "github.com/spf13/pflag"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 )
@@ -15,6 +18,7 @@ import (
 type command struct {
 	name  string // "vrf list", "tree", ...
 	args  string // positional arguments, for usage
+	short string // one line of help
 	nargs int
 	flags func(fs *flag.FlagSet) any
 	run   func(ctx context.Context, c ipamv1.IPAMClient, out *printer, pos []string, opts any) error
@@ -28,6 +32,9 @@ const (
 
 // labelFlag collects repeated key=value flags.
 type labelFlag map[string]string
+
+// Type names the value in help.
+func (l labelFlag) Type() string { return "key=value" }
 
 // String renders the labels as k=v,k=v in key order.
 func (l labelFlag) String() string {
@@ -53,6 +60,9 @@ func (l labelFlag) Set(s string) error {
 // listFlag collects repeated string flags.
 type listFlag []string
 
+// Type names the value in help.
+func (l *listFlag) Type() string { return "string" }
+
 // String joins the values with commas.
 func (l *listFlag) String() string { return strings.Join(*l, ",") }
 
@@ -73,8 +83,7 @@ func (k *keyOpts) register(fs *flag.FlagSet, ownerDefault string) {
 		help = "owner of the object"
 	}
 	fs.StringVar(&k.owner, "owner", ownerDefault, help)
-	fs.StringVar(&k.namespace, "namespace", DefaultNamespace, "namespace of the object")
-	fs.StringVar(&k.namespace, "n", DefaultNamespace, "namespace of the object (short)")
+	fs.StringVarP(&k.namespace, "namespace", "n", DefaultNamespace, "namespace of the object")
 }
 
 func (k *keyOpts) key(name string) *ipamv1.Key {
@@ -95,8 +104,7 @@ func listFlags(withVRF bool) func(fs *flag.FlagSet) any {
 			fs.StringVar(&o.vrf, "vrf", "", "only objects of this network instance")
 		}
 		fs.StringVar(&o.owner, "owner", "", "only objects of this owner")
-		fs.Var(o.labels, "label", "only objects with this label key=value (repeatable)")
-		fs.Var(o.labels, "l", "short for --label")
+		fs.VarP(o.labels, "label", "l", "only objects with this label key=value (repeatable)")
 		return o
 	}
 }
@@ -108,60 +116,43 @@ func getFlags(fs *flag.FlagSet) any {
 }
 
 var commands = []command{
-	{name: "vrf list", flags: listFlags(false), run: runList(ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE)},
-	{name: "vrf get", args: "NAME", nargs: 1, flags: getFlags, run: runGet(ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE)},
-	{name: "vrf create", args: "NAME [--prefix P]... [--label k=v]...", nargs: 1, flags: vrfCreateFlags, run: runVRFCreate},
-	{name: "vrf delete", args: "NAME", nargs: 1, flags: getFlags, run: runDelete(ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE)},
+	{name: "vrf list", short: "list network instances", flags: listFlags(false), run: runList(ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE)},
+	{name: "vrf get", short: "show a network instance", args: "NAME", nargs: 1, flags: getFlags, run: runGet(ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE)},
+	{name: "vrf create", short: "create a network instance", args: "NAME [--prefix P]... [--label k=v]...", nargs: 1, flags: vrfCreateFlags, run: runVRFCreate},
+	{name: "vrf delete", short: "delete a network instance", args: "NAME", nargs: 1, flags: getFlags, run: runDelete(ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE)},
 
-	{name: "prefix list", flags: listFlags(true), run: runList(ipamv1.ObjectKind_OBJECT_KIND_PREFIX)},
-	{name: "prefix get", args: "NAME", nargs: 1, flags: getFlags, run: runGet(ipamv1.ObjectKind_OBJECT_KIND_PREFIX)},
-	{name: "prefix create", args: "NAME --vrf VRF --prefix P [--kind K] [--network N] [--label k=v]...", nargs: 1, flags: prefixCreateFlags, run: runPrefixCreate},
-	{name: "prefix delete", args: "NAME", nargs: 1, flags: getFlags, run: runDelete(ipamv1.ObjectKind_OBJECT_KIND_PREFIX)},
+	{name: "prefix list", short: "list prefixes", flags: listFlags(true), run: runList(ipamv1.ObjectKind_OBJECT_KIND_PREFIX)},
+	{name: "prefix get", short: "show a prefix", args: "NAME", nargs: 1, flags: getFlags, run: runGet(ipamv1.ObjectKind_OBJECT_KIND_PREFIX)},
+	{name: "prefix create", short: "create a prefix", args: "NAME --vrf VRF --prefix P [--kind K] [--network N] [--label k=v]...", nargs: 1, flags: prefixCreateFlags, run: runPrefixCreate},
+	{name: "prefix delete", short: "delete a prefix", args: "NAME", nargs: 1, flags: getFlags, run: runDelete(ipamv1.ObjectKind_OBJECT_KIND_PREFIX)},
 
-	{name: "range list", flags: listFlags(true), run: runList(ipamv1.ObjectKind_OBJECT_KIND_RANGE)},
-	{name: "range get", args: "NAME", nargs: 1, flags: getFlags, run: runGet(ipamv1.ObjectKind_OBJECT_KIND_RANGE)},
-	{name: "range create", args: "NAME --vrf VRF --start A --end B [--label k=v]...", nargs: 1, flags: rangeCreateFlags, run: runRangeCreate},
-	{name: "range delete", args: "NAME", nargs: 1, flags: getFlags, run: runDelete(ipamv1.ObjectKind_OBJECT_KIND_RANGE)},
+	{name: "range list", short: "list ranges", flags: listFlags(true), run: runList(ipamv1.ObjectKind_OBJECT_KIND_RANGE)},
+	{name: "range get", short: "show a range", args: "NAME", nargs: 1, flags: getFlags, run: runGet(ipamv1.ObjectKind_OBJECT_KIND_RANGE)},
+	{name: "range create", short: "create a range", args: "NAME --vrf VRF --start A --end B [--label k=v]...", nargs: 1, flags: rangeCreateFlags, run: runRangeCreate},
+	{name: "range delete", short: "delete a range", args: "NAME", nargs: 1, flags: getFlags, run: runDelete(ipamv1.ObjectKind_OBJECT_KIND_RANGE)},
 
-	{name: "alloc list", flags: listFlags(true), run: runList(ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION)},
-	{name: "alloc get", args: "NAME", nargs: 1, flags: getFlags, run: runGet(ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION)},
-	{name: "alloc create", args: "NAME --selector k=v... [--vrf VRF] [--kind K] [--prefix-length N] [--prefix P] [--family F] [--count N]", nargs: 1, flags: allocCreateFlags, run: runAllocCreate},
-	{name: "alloc delete", args: "NAME", nargs: 1, flags: getFlags, run: runDelete(ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION)},
+	{name: "alloc list", short: "list allocations", flags: listFlags(true), run: runList(ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION)},
+	{name: "alloc get", short: "show an allocation", args: "NAME", nargs: 1, flags: getFlags, run: runGet(ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION)},
+	{name: "alloc create", short: "create an allocation", args: "NAME --selector k=v... [--vrf VRF] [--kind K] [--prefix-length N] [--prefix P] [--family F] [--count N]", nargs: 1, flags: allocCreateFlags, run: runAllocCreate},
+	{name: "alloc delete", short: "release an allocation", args: "NAME", nargs: 1, flags: getFlags, run: runDelete(ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION)},
 
-	{name: "tree", args: "VRF", nargs: 1, flags: func(*flag.FlagSet) any { return nil }, run: runTree},
+	{name: "tree", short: "print a network instance's prefix tree with utilization", args: "VRF", nargs: 1, flags: func(*flag.FlagSet) any { return nil }, run: runTree},
 }
 
-// aliases are other names of the resources.
-var aliases = map[string]string{
-	"vrfs": "vrf", "networkinstance": "vrf", "networkinstances": "vrf", "ni": "vrf",
-	"prefixes": "prefix", "ipprefix": "prefix", "ipprefixes": "prefix",
-	"ranges": "range", "iprange": "range", "ipranges": "range",
-	"allocs": "alloc", "allocation": "alloc", "allocations": "alloc", "ipallocation": "alloc", "ipallocations": "alloc",
-	"ls": "list", "show": "get", "add": "create", "rm": "delete", "del": "delete", "release": "delete",
+// resources are the command groups, with their other names.
+var resources = []struct {
+	name, short string
+	aliases     []string
+}{
+	{"vrf", "network instances (VRFs)", []string{"vrfs", "networkinstance", "networkinstances", "ni"}},
+	{"prefix", "IPPrefixes: aggregates, networks, pools, loopbacks and static addresses", []string{"prefixes", "ipprefix", "ipprefixes"}},
+	{"range", "IP ranges with exclusions and pre-allocations", []string{"ranges", "iprange", "ipranges"}},
+	{"alloc", "IPAllocations: addresses, blocks and sub-prefixes", []string{"allocs", "allocation", "allocations", "ipallocation", "ipallocations"}},
 }
 
-func canonical(w string) string {
-	if a, ok := aliases[strings.ToLower(w)]; ok {
-		return a
-	}
-	return strings.ToLower(w)
-}
-
-// lookup finds the command named by the first words of args.
-func lookup(args []string) (*command, error) {
-	if canonical(args[0]) == "tree" {
-		return &commands[len(commands)-1], nil
-	}
-	if len(args) < 2 {
-		return nil, fmt.Errorf("%s: missing verb (list, get, create or delete)", args[0])
-	}
-	name := canonical(args[0]) + " " + canonical(args[1])
-	for i := range commands {
-		if commands[i].name == name {
-			return &commands[i], nil
-		}
-	}
-	return nil, fmt.Errorf("unknown command %q", args[0]+" "+args[1])
+// verbAliases are other names of the verbs.
+var verbAliases = map[string][]string{
+	"list": {"ls"}, "get": {"show"}, "create": {"add"}, "delete": {"rm", "del", "release"},
 }
 
 func runList(kind ipamv1.ObjectKind) func(context.Context, ipamv1.IPAMClient, *printer, []string, any) error {
@@ -179,18 +170,74 @@ func runList(kind ipamv1.ObjectKind) func(context.Context, ipamv1.IPAMClient, *p
 				break
 			}
 		}
+		if kind == ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE && (out.format == "table" || out.format == "wide") {
+			if err := countPrefixes(ctx, c, out, objs); err != nil {
+				return err
+			}
+		}
 		return out.objects(kind, objs, true)
 	}
 }
 
+// countPrefixes counts the prefixes of each network instance of objs for
+// the PREFIXES column.
+func countPrefixes(ctx context.Context, c ipamv1.IPAMClient, out *printer, objs []*ipamv1.Object) error {
+	out.prefixes = map[string]int{}
+	for _, o := range objs {
+		name := o.GetNetworkInstance().GetKey().GetName()
+		token := ""
+		for {
+			resp, err := c.List(ctx, &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_PREFIX, NetworkInstance: name, PageToken: token})
+			if err != nil {
+				return err
+			}
+			out.prefixes[name] += len(resp.GetObjects())
+			if token = resp.GetNextPageToken(); token == "" {
+				break
+			}
+		}
+	}
+	return nil
+}
+
 func runGet(kind ipamv1.ObjectKind) func(context.Context, ipamv1.IPAMClient, *printer, []string, any) error {
 	return func(ctx context.Context, c ipamv1.IPAMClient, out *printer, pos []string, opts any) error {
-		obj, err := get(ctx, c, kind, opts.(*keyOpts).key(pos[0]))
+		key := opts.(*keyOpts).key(pos[0])
+		obj, err := get(ctx, c, kind, key)
+		if status.Code(err) == codes.NotFound && key.GetOwner() != "" {
+			if owners := otherOwners(ctx, c, kind, key); len(owners) > 0 {
+				return status.Errorf(codes.NotFound, "%s %s not found under owner %s; it exists under owner %s (use --owner %s)",
+					kindName[kind], keyString(&ipamv1.Key{Namespace: key.GetNamespace(), Name: key.GetName()}), key.GetOwner(),
+					strings.Join(owners, ", "), owners[0])
+			}
+		}
 		if err != nil {
 			return err
 		}
 		return out.objects(kind, []*ipamv1.Object{obj}, false)
 	}
+}
+
+// otherOwners lists the owners under which an object of kind with key's
+// namespace and name exists (at most 10 pages are read).
+func otherOwners(ctx context.Context, c ipamv1.IPAMClient, kind ipamv1.ObjectKind, key *ipamv1.Key) []string {
+	var owners []string
+	token := ""
+	for range 10 {
+		resp, err := c.List(ctx, &ipamv1.ListRequest{Kind: kind, PageToken: token})
+		if err != nil {
+			return owners
+		}
+		for _, o := range resp.GetObjects() {
+			if k := objectKey(o); k.GetName() == key.GetName() && k.GetNamespace() == key.GetNamespace() {
+				owners = append(owners, k.GetOwner())
+			}
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	return owners
 }
 
 func get(ctx context.Context, c ipamv1.IPAMClient, kind ipamv1.ObjectKind, key *ipamv1.Key) (*ipamv1.Object, error) {
@@ -255,8 +302,7 @@ func vrfCreateFlags(fs *flag.FlagSet) any {
 	o := &vrfCreateOpts{labels: labelFlag{}}
 	o.register(fs, DefaultOwner)
 	fs.Var(&o.prefixes, "prefix", "an aggregate prefix the network instance owns (repeatable)")
-	fs.Var(o.labels, "label", "a label key=value (repeatable)")
-	fs.Var(o.labels, "l", "short for --label")
+	fs.VarP(o.labels, "label", "l", "a label key=value (repeatable)")
 	return o
 }
 
@@ -286,8 +332,7 @@ func prefixCreateFlags(fs *flag.FlagSet) any {
 	fs.StringVar(&o.prefix, "prefix", "", "the prefix, e.g. 10.0.1.1/24 (required)")
 	fs.StringVar(&o.kind, "kind", "network", "aggregate, network, pool or loopback")
 	fs.StringVar(&o.network, "network", "", "network name (nephio.org/network-name)")
-	fs.Var(o.labels, "label", "a label key=value (repeatable)")
-	fs.Var(o.labels, "l", "short for --label")
+	fs.VarP(o.labels, "label", "l", "a label key=value (repeatable)")
 	fs.Var(&o.exclude, "exclude", "an excluded address range START-END of a network prefix (repeatable)")
 	return o
 }
@@ -323,8 +368,7 @@ func rangeCreateFlags(fs *flag.FlagSet) any {
 	fs.StringVar(&o.vrf, "vrf", "", "network instance (required)")
 	fs.StringVar(&o.start, "start", "", "first address (required)")
 	fs.StringVar(&o.end, "end", "", "last address (required)")
-	fs.Var(o.labels, "label", "a label key=value (repeatable)")
-	fs.Var(o.labels, "l", "short for --label")
+	fs.VarP(o.labels, "label", "l", "a label key=value (repeatable)")
 	fs.Var(o.pre, "pre-alloc", "reserve an address for the allocation of a name: NAME=ADDRESS (repeatable)")
 	fs.Var(&o.exclude, "exclude", "an excluded address range START-END (repeatable)")
 	return o
@@ -357,16 +401,14 @@ type allocCreateOpts struct {
 func allocCreateFlags(fs *flag.FlagSet) any {
 	o := &allocCreateOpts{selector: labelFlag{}, labels: labelFlag{}}
 	o.register(fs, DefaultOwner)
-	fs.Var(o.selector, "selector", "a label key=value the prefix to allocate from must carry (repeatable)")
-	fs.Var(o.selector, "s", "short for --selector")
+	fs.VarP(o.selector, "selector", "s", "a label key=value the prefix to allocate from must carry (repeatable)")
 	fs.StringVar(&o.vrf, "vrf", "", "network instance (or the selector nephio.org/network-instance=VRF)")
 	fs.StringVar(&o.kind, "kind", "", "network (default), pool or loopback")
 	fs.IntVar(&o.prefixLength, "prefix-length", 0, "allocate a sub-prefix of this length")
 	fs.StringVar(&o.prefix, "prefix", "", "allocate exactly this address or prefix, e.g. 10.0.1.20/24")
 	fs.StringVar(&o.family, "family", "", "address family: ipv4 or ipv6")
 	fs.IntVar(&o.count, "count", 0, "allocate a block of this many consecutive addresses")
-	fs.Var(o.labels, "label", "a label of the allocation key=value (repeatable)")
-	fs.Var(o.labels, "l", "short for --label")
+	fs.VarP(o.labels, "label", "l", "a label of the allocation key=value (repeatable)")
 	return o
 }
 

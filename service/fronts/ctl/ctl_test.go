@@ -75,6 +75,9 @@ func TestGolden(t *testing.T) {
 		{"alloc-list", "alloc list", 0},
 		{"alloc-list-filtered", "alloc list --owner ipamctl --vrf vpc-1", 0},
 		{"alloc-list-yaml", "-o yaml alloc list", 0},
+		{"alloc-list-wide", "alloc list -o wide", 0},
+		{"alloc-list-name", "allocs ls -o name --vrf vpc-1", 0},
+		{"error-other-owner", "alloc get node-block -n kube-system --owner ipamctl", 1},
 		{"alloc-get-json", "alloc get alloc1 -o json", 0},
 		{"prefix-get-yaml", "prefix get net1-prefix1 -o yaml", 0},
 		{"prefix-list-label", "prefix list -l nephio.org/gateway=true", 0},
@@ -100,6 +103,8 @@ func TestGolden(t *testing.T) {
 		{"usage-unknown-command", "vrf frobnicate", 2},
 		{"usage-bad-output", "-o xml vrf list", 2},
 		{"usage-bad-label", "alloc create a1 --selector novalue", 2},
+		{"usage-group", "vrf", 0},
+		{"version", "version", 0},
 	} {
 		t.Run(step.name, func(t *testing.T) {
 			got, code := run(t, append([]string{srv}, strings.Fields(step.args)...)...)
@@ -115,7 +120,7 @@ func TestGolden(t *testing.T) {
 func TestUsage(t *testing.T) {
 	t.Setenv("IPAM_SERVER", "")
 	got, code := run(t)
-	if code != ctl.ExitUsage {
+	if code != ctl.ExitOK {
 		t.Errorf("ipamctl without arguments exited %d", code)
 	}
 	golden(t, "usage", got)
@@ -124,6 +129,21 @@ func TestUsage(t *testing.T) {
 		t.Errorf("ipamctl alloc create --help exited %d", code)
 	}
 	golden(t, "usage-alloc-create", got)
+}
+
+// TestCompletion: the shells' completion scripts are there, and the
+// completion of -o offers the formats.
+func TestCompletion(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
+		got, code := run(t, "completion", shell)
+		if code != ctl.ExitOK || !strings.Contains(got, "ipamctl") || len(got) < 1000 {
+			t.Errorf("completion %s: exit %d, %d bytes", shell, code, len(got))
+		}
+	}
+	got, code := run(t, "__complete", "vrf", "list", "-o", "")
+	if code != ctl.ExitOK || !strings.Contains(got, "wide\nyaml\njson\nname") {
+		t.Errorf("completion of -o: exit %d\n%s", code, got)
+	}
 }
 
 // TestServerFromEnvironment uses $IPAM_SERVER when --server is absent.

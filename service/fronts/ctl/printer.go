@@ -35,24 +35,46 @@ var plural = map[ipamv1.ObjectKind]string{
 	ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION:       "allocations",
 }
 
-// printer writes results as an aligned table, YAML or JSON.
+// formats are the output formats of -o.
+var formats = []string{"table", "wide", "yaml", "json", "name"}
+
+// resourceName is how -o name names a kind: the command group.
+var resourceName = map[ipamv1.ObjectKind]string{
+	ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE: "vrf",
+	ipamv1.ObjectKind_OBJECT_KIND_PREFIX:           "prefix",
+	ipamv1.ObjectKind_OBJECT_KIND_RANGE:            "range",
+	ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION:       "alloc",
+}
+
+// printer writes results as an aligned table (wide: with more columns),
+// YAML, JSON, or one resource/name per line.
 type printer struct {
 	format string
 	w      io.Writer
+	// prefixes counts the prefixes of each network instance (vrf list).
+	prefixes map[string]int
 }
 
 func newPrinter(format string, w io.Writer) (*printer, error) {
-	switch format {
-	case "table", "yaml", "json":
+	if slices.Contains(formats, format) {
 		return &printer{format: format, w: w}, nil
 	}
-	return nil, fmt.Errorf("-o %s: unknown output format (table, yaml or json)", format)
+	return nil, fmt.Errorf("-o %s: unknown output format (%s)", format, strings.Join(formats, ", "))
 }
 
 // objects prints objects of one kind; list says whether the user asked for
 // a list (YAML and JSON then print a sequence even of one object).
 func (p *printer) objects(kind ipamv1.ObjectKind, objs []*ipamv1.Object, list bool) error {
-	if p.format != "table" {
+	if p.format == "name" {
+		for _, o := range objs {
+			if _, err := fmt.Fprintf(p.w, "%s/%s\n", resourceName[kind], objectKey(o).GetName()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	wide := p.format == "wide"
+	if !wide && p.format != "table" {
 		msgs := make([]proto.Message, len(objs))
 		for i, o := range objs {
 			msgs[i] = inner(o)
@@ -66,14 +88,18 @@ func (p *printer) objects(kind ipamv1.ObjectKind, objs []*ipamv1.Object, list bo
 	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
 	switch kind {
 	case ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE:
-		row(tw, "NAME", "OWNER", "NAMESPACE", "PREFIXES", "LABELS")
+		row(tw, "NAME", "OWNER", "NAMESPACE", "AGGREGATES", "PREFIXES", "LABELS")
 		for _, o := range objs {
 			ni := o.GetNetworkInstance()
 			var ps []string
 			for _, vp := range ni.GetPrefixes() {
 				ps = append(ps, vp.GetPrefix())
 			}
-			row(tw, ni.GetKey().GetName(), ni.GetKey().GetOwner(), ni.GetKey().GetNamespace(), strings.Join(ps, ","), labels(ni.GetLabels()))
+			n := "-"
+			if c, ok := p.prefixes[ni.GetKey().GetName()]; ok {
+				n = strconv.Itoa(c)
+			}
+			row(tw, ni.GetKey().GetName(), ni.GetKey().GetOwner(), ni.GetKey().GetNamespace(), strings.Join(ps, ","), n, labels(ni.GetLabels()))
 		}
 	case ipamv1.ObjectKind_OBJECT_KIND_PREFIX:
 		row(tw, "NAMESPACE", "NAME", "VRF", "KIND", "PREFIX", "NETWORK", "GATEWAY", "OWNER", "LABELS")
@@ -90,7 +116,11 @@ func (p *printer) objects(kind ipamv1.ObjectKind, objs []*ipamv1.Object, list bo
 			row(tw, r.GetKey().GetNamespace(), r.GetKey().GetName(), r.GetNetworkInstance(), r.GetStart(), r.GetEnd(), r.GetKey().GetOwner(), labels(r.GetLabels()))
 		}
 	case ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION:
-		row(tw, "NAMESPACE", "NAME", "VRF", "KIND", "PREFIX", "GATEWAY", "OWNER", "SELECTOR")
+		head := []string{"NAMESPACE", "NAME", "VRF", "KIND", "PREFIX", "GATEWAY", "OWNER", "SELECTOR"}
+		if wide {
+			head = append(head, "LABELS", "REQUESTED")
+		}
+		row(tw, head...)
 		for _, o := range objs {
 			ar := o.GetAllocation()
 			a, res := ar.GetAllocation(), ar.GetResult()
@@ -98,16 +128,44 @@ func (p *printer) objects(kind ipamv1.ObjectKind, objs []*ipamv1.Object, list bo
 			if res.GetLast() != "" {
 				prefix += " - " + res.GetLast()
 			}
-			row(tw, a.GetKey().GetNamespace(), a.GetKey().GetName(), res.GetNetworkInstance(), a.GetKind(), prefix, res.GetGateway(),
-				a.GetKey().GetOwner(), labels(a.GetSelector()))
+			cells := []string{a.GetKey().GetNamespace(), a.GetKey().GetName(), res.GetNetworkInstance(), a.GetKind(), prefix, res.GetGateway(),
+				a.GetKey().GetOwner(), labels(a.GetSelector())}
+			if wide {
+				cells = append(cells, labels(a.GetLabels()), requested(a))
+			}
+			row(tw, cells...)
 		}
 	}
 	return tw.Flush()
 }
 
+// requested renders what an allocation asked for beyond its selector.
+func requested(a *ipamv1.Allocation) string {
+	var parts []string
+	if a.GetPrefix() != "" {
+		parts = append(parts, "prefix="+a.GetPrefix())
+	}
+	if a.GetPrefixLength() != 0 {
+		parts = append(parts, fmt.Sprintf("length=%d", a.GetPrefixLength()))
+	}
+	if a.GetCount() != 0 {
+		parts = append(parts, fmt.Sprintf("count=%d", a.GetCount()))
+	}
+	if a.GetAddressFamily() != "" {
+		parts = append(parts, "family="+a.GetAddressFamily())
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
+}
+
 // tree prints a network instance's hierarchy, indented by depth.
 func (p *printer) tree(resp *ipamv1.TreeResponse) error {
-	if p.format != "table" {
+	if p.format == "name" {
+		return fmt.Errorf("-o name: a tree has no names; use table, wide, yaml or json")
+	}
+	if p.format != "table" && p.format != "wide" {
 		return p.structured(false, resp)
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
