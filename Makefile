@@ -112,10 +112,10 @@ protoc-gen-go-grpc: ## install the pinned protoc-gen-go-grpc under bin/ unless i
 		GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION); \
 	fi
 
-verify: generate ## fail if committed generated code under api/ is stale
-	@untracked=$$(git ls-files --others --exclude-standard -- api/); \
-	if ! git diff --quiet -- api/ || [ -n "$$untracked" ]; then \
-		git --no-pager diff --stat -- api/; \
+verify: generate ## fail if committed generated code under api/ (or the blueprint's CRDs) is stale
+	@untracked=$$(git ls-files --others --exclude-standard -- api/ blueprints/ipam/crds/); \
+	if ! git diff --quiet -- api/ blueprints/ipam/crds/ || [ -n "$$untracked" ]; then \
+		git --no-pager diff --stat -- api/ blueprints/ipam/crds/; \
 		for f in $$untracked; do echo "untracked: $$f"; done; \
 		echo "verify: generated code under api/ is stale or not committed; run 'make generate' and commit the result" >&2; \
 		exit 1; \
@@ -195,10 +195,9 @@ PORCH_KPT_VERSION := v1.0.0-beta.61
 porch-env: testbin ## build Porch and its function runner into bin/porch unless they are there at the pinned versions
 	PORCH_VERSION=$(PORCH_VERSION) KPT_VERSION=$(PORCH_KPT_VERSION) injector/porchenv/build.sh $(BIN)/porch
 
-blueprint-crds: generate-api ## copy the generated CRDs into the blueprints/ipam kpt package
-	rm -f blueprints/ipam/crds/*.yaml
-	mkdir -p blueprints/ipam/crds
-	cp api/ipam/v1alpha1/crds/*.yaml blueprints/ipam/crds/
+blueprint-crds: generate-api ## copy the generated CRDs into the blueprints/ipam kpt package, in the form kpt writes
+	rm -rf blueprints/ipam/crds
+	kpt fn source api/ipam/v1alpha1/crds | kpt fn sink blueprints/ipam/crds
 
 clean: ## remove bin/ (binaries and installed tools)
 	rm -rf $(BIN)
