@@ -220,11 +220,19 @@ func TestControllerRestart(t *testing.T) {
 		seen[want[name]] = true
 	}
 
-	// Quiet: with nothing changing, no calls (no hot loop).
-	time.Sleep(time.Second)
-	before := first.calls.countNamespace(ns)
-	time.Sleep(3 * time.Second)
-	require.Equal(t, before, first.calls.countNamespace(ns), "controllers kept calling ipam-server with nothing changing")
+	// Quiet: with nothing changing, every object's last reconcile asks to
+	// be called again only at the resync period and failed nothing, so no
+	// reconcile schedules another one (no hot loop).
+	eventually(t, 30*time.Second, "every object settled at the resync period", func() error {
+		for _, o := range objs {
+			key := client.ObjectKeyFromObject(o)
+			last, ok := first.reconciles.lastOf(key)
+			if !ok || last.err != nil || last.res.RequeueAfter != first.resync {
+				return fmt.Errorf("%s: last reconcile %+v (done: %v)", key, last, ok)
+			}
+		}
+		return nil
+	})
 
 	first.stop()
 	versions := map[string]string{}
@@ -254,7 +262,16 @@ func TestControllerRestart(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(time.Second) // let any (wrong) status write land
+	// Every reconcile of the new controllers has finished (its status
+	// write, if any, is done) before the versions are compared.
+	eventually(t, 30*time.Second, "every object reconciled to the end", func() error {
+		for _, o := range objs {
+			if key := client.ObjectKeyFromObject(o); second.reconciles.count(key) == 0 {
+				return fmt.Errorf("%s not reconciled yet", key)
+			}
+		}
+		return nil
+	})
 	for _, o := range objs {
 		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(o), o))
 		if o.GetName() == "r3" {

@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -71,6 +72,8 @@ type Config struct {
 	// DialOptions are added to the gRPC dial options (tests count calls
 	// with an interceptor).
 	DialOptions []grpc.DialOption
+	// Reconciled is Options.Reconciled.
+	Reconciled func(controller string, key types.NamespacedName, res ctrl.Result, err error)
 }
 
 // Run reconciles the ipam.nephio.org resources against ipam-server until
@@ -130,7 +133,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := Setup(ctx, mgr, ipamv1.NewIPAMClient(conn), Options{Owner: cfg.Owner, Resync: cfg.Resync, EventRecorderName: Name}); err != nil {
+	if err := Setup(ctx, mgr, ipamv1.NewIPAMClient(conn), Options{Owner: cfg.Owner, Resync: cfg.Resync, EventRecorderName: Name, Reconciled: cfg.Reconciled}); err != nil {
 		return fmt.Errorf("controllers: %w", err)
 	}
 	return mgr.Start(ctx)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
@@ -22,6 +24,23 @@ type Options struct {
 	// EventRecorderName names the events the reconcilers record; no events
 	// when empty.
 	EventRecorderName string
+	// Reconciled, when set, is called after every reconcile with the
+	// controller's name (networkinstance, ipprefix, ipallocation), the
+	// object and the outcome; any status write is done by then. Tests
+	// count reconciles with it instead of waiting for time to pass.
+	Reconciled func(controller string, key types.NamespacedName, res ctrl.Result, err error)
+}
+
+// observed calls hook after every reconcile of r.
+func observed(name string, r reconcile.Reconciler, hook func(string, types.NamespacedName, ctrl.Result, error)) reconcile.Reconciler {
+	if hook == nil {
+		return r
+	}
+	return reconcile.Func(func(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+		res, err := r.Reconcile(ctx, req)
+		hook(name, req.NamespacedName, res, err)
+		return res, err
+	})
 }
 
 // Setup registers the NetworkInstance, IPPrefix and IPAllocation
@@ -58,7 +77,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c ipamv1.IPAMClient, opts Opti
 		For(&ipamv1alpha1.NetworkInstance{}, forSpec).
 		Watches(&ipamv1alpha1.IPPrefix{}, enqueueNetworkInstance(c8s), changed).
 		Watches(&ipamv1alpha1.IPAllocation{}, enqueueNetworkInstance(c8s), changed).
-		Complete(&NetworkInstanceReconciler{base}); err != nil {
+		Complete(observed("networkinstance", &NetworkInstanceReconciler{base}, opts.Reconciled)); err != nil {
 		return err
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("ipprefix").
@@ -66,7 +85,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c ipamv1.IPAMClient, opts Opti
 		Watches(&ipamv1alpha1.NetworkInstance{}, waitingPrefixes, changed).
 		Watches(&ipamv1alpha1.IPPrefix{}, waitingPrefixes, changed).
 		Watches(&ipamv1alpha1.IPAllocation{}, waitingPrefixes, changed).
-		Complete(&IPPrefixReconciler{base}); err != nil {
+		Complete(observed("ipprefix", &IPPrefixReconciler{base}, opts.Reconciled)); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).Named("ipallocation").
@@ -74,5 +93,5 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c ipamv1.IPAMClient, opts Opti
 		Watches(&ipamv1alpha1.NetworkInstance{}, waitingAllocations, changed).
 		Watches(&ipamv1alpha1.IPPrefix{}, waitingAllocations, changed).
 		Watches(&ipamv1alpha1.IPAllocation{}, waitingAllocations, changed).
-		Complete(&IPAllocationReconciler{base})
+		Complete(observed("ipallocation", &IPAllocationReconciler{base}, opts.Reconciled))
 }

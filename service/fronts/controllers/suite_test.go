@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -223,8 +224,51 @@ func (s *suite) stop() error {
 
 // running is one ipam-controller manager started by a test.
 type running struct {
-	stop  func()
-	calls *callCounter
+	stop       func()
+	calls      *callCounter
+	reconciles *reconcileLog
+	// resync is the controllers' resync period.
+	resync time.Duration
+}
+
+// reconcileLog records every reconcile the controllers finish
+// (controllers.Config.Reconciled): how many per object, and the last
+// outcome.
+type reconcileLog struct {
+	mu   sync.Mutex
+	n    map[types.NamespacedName]int
+	last map[types.NamespacedName]reconcileOutcome
+}
+
+// reconcileOutcome is what one reconcile returned.
+type reconcileOutcome struct {
+	res ctrl.Result
+	err error
+}
+
+func (l *reconcileLog) record(_ string, key types.NamespacedName, res ctrl.Result, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == nil {
+		l.n, l.last = map[types.NamespacedName]int{}, map[types.NamespacedName]reconcileOutcome{}
+	}
+	l.n[key]++
+	l.last[key] = reconcileOutcome{res, err}
+}
+
+// count is the number of finished reconciles of key.
+func (l *reconcileLog) count(key types.NamespacedName) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n[key]
+}
+
+// lastOf is the outcome of the last reconcile of key.
+func (l *reconcileLog) lastOf(key types.NamespacedName) (reconcileOutcome, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	o, ok := l.last[key]
+	return o, ok
 }
 
 // startControllers runs the controllers (controllers.Run) against restCfg
@@ -233,6 +277,7 @@ func (s *suite) startControllers(t *testing.T, restCfg *rest.Config, opts ...fun
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	calls := &callCounter{}
+	log := &reconcileLog{}
 	done := make(chan error, 1)
 	cfg := controllers.Config{
 		RESTConfig:             restCfg,
@@ -243,13 +288,14 @@ func (s *suite) startControllers(t *testing.T, restCfg *rest.Config, opts ...fun
 		SkipNameValidation:     true,
 		Logger:                 s.log.WithName(t.Name()),
 		DialOptions:            []grpc.DialOption{grpc.WithUnaryInterceptor(calls.intercept)},
+		Reconciled:             log.record,
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	go func() { done <- controllers.Run(ctx, cfg) }()
 	var once sync.Once
-	r := &running{calls: calls}
+	r := &running{calls: calls, reconciles: log, resync: cfg.Resync}
 	r.stop = func() {
 		once.Do(func() {
 			cancel()
@@ -325,19 +371,6 @@ func (c *callCounter) count(name string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.byName[name]
-}
-
-// countNamespace is how many calls were made for objects of namespace ns.
-func (c *callCounter) countNamespace(ns string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for name, count := range c.byName {
-		if strings.Contains(name, " "+ns+"/") {
-			n += count
-		}
-	}
-	return n
 }
 
 // namespace creates a namespace for one test.

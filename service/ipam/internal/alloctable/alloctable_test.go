@@ -152,8 +152,7 @@ func TestPageBoundary(t *testing.T) {
 // TestRecordSize: a record of three words takes 32 bytes with its name
 // and hash; the memory target depends on it.
 func TestRecordSize(t *testing.T) {
-	type three struct{ a, b, c uint64 }
-	var e entry[three]
+	var e entry[[3]uint64]
 	if got := fmt.Sprint(sizeof(e)); got != "32" {
 		t.Fatalf("entry of a 24-byte record takes %s bytes", got)
 	}
