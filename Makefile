@@ -43,7 +43,7 @@ endif
 
 run: ## build ipam-server and ipamctl, serve on 127.0.0.1:9090 (store in bin/data, demo VRF vpc-1)
 	@mkdir -p bin
-	CGO_ENABLED=0 $(GO) build -o bin/ ./service/cmd/ipam-server ./service/cmd/ipamctl
+	CGO_ENABLED=0 $(GO) build -ldflags='-X github.com/nephio-project/ipam/service/fronts/ctl.Version=$(VERSION)' -o bin/ ./service/cmd/ipam-server ./service/cmd/ipamctl
 	bin/ipam-server --listen 127.0.0.1:9090 --data-dir bin/data --demo
 
 demo: ## run (as make run) for the five-minute tour; use bin/ipamctl in another terminal
