@@ -10,7 +10,6 @@
 package translate
 
 import (
-	"fmt"
 	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -137,14 +136,4 @@ func ReadyMessage(kind string, res *ipamv1.Result) string {
 	default:
 		return "network instance ready"
 	}
-}
-
-// String renders v for messages: quoted and cut to 64 bytes, so that a
-// message never repeats a hostile value in full.
-func String(v string) string {
-	const limit = 64
-	if len(v) > limit {
-		return fmt.Sprintf("%q... (%d bytes)", v[:limit], len(v))
-	}
-	return fmt.Sprintf("%q", v)
 }

@@ -21,6 +21,7 @@ import (
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
+	"github.com/nephio-project/ipam/service/ipam"
 )
 
 // DefaultTimeout bounds one run's call to ipam-server when Options sets
@@ -103,10 +104,10 @@ func inGroup(it *fn.KubeObject) bool {
 func unknownResult(it *fn.KubeObject) *fn.Result {
 	o := &object{item: it, kind: it.GetKind(), ns: it.GetNamespace(), name: it.GetName()}
 	if v := it.GetAPIVersion(); v != ipamv1alpha1.APIVersion {
-		return objectResult(o, "apiVersion", fmt.Sprintf("%s is not served by ipam-fn: use %s", translate.String(v), ipamv1alpha1.APIVersion), "InvalidArgument")
+		return objectResult(o, "apiVersion", fmt.Sprintf("%s is not served by ipam-fn: use %s", ipam.Quote(v), ipamv1alpha1.APIVersion), "InvalidArgument")
 	}
 	return objectResult(o, "kind", fmt.Sprintf("%s is not a kind of %s: use %s, %s, %s or (for the functionConfig) %s",
-		translate.String(it.GetKind()), ipamv1alpha1.APIVersion, ipamv1alpha1.KindNetworkInstance, ipamv1alpha1.KindIPPrefix,
+		ipam.Quote(it.GetKind()), ipamv1alpha1.APIVersion, ipamv1alpha1.KindNetworkInstance, ipamv1alpha1.KindIPPrefix,
 		ipamv1alpha1.KindIPAllocation, KindIPAMConfig), "InvalidArgument")
 }
 

@@ -2,6 +2,7 @@ package pkgsync
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 
@@ -160,7 +161,7 @@ func writeKptfileConditions(k *fn.KubeObject, claims []condition) (bool, error) 
 	kept := list[:0:0]
 	for _, e := range list {
 		t, _, _ := e.NestedString("type")
-		if len(t) > len(prefix) && t[:len(prefix)] == prefix && !want[t] {
+		if strings.HasPrefix(t, prefix) && !want[t] {
 			s.changed = true
 			continue
 		}
