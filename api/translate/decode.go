@@ -19,6 +19,15 @@ func DecodeSpec(kind, namespace, name string, spec []byte, into any) (warnings [
 	fe := func(field, msg string) *FieldError {
 		return &FieldError{Kind: kind, Namespace: namespace, Name: name, Field: field, Msg: msg}
 	}
+	// A strict pass decodes a clean spec at once. It stops reporting at
+	// its first problem, so when there is one a lenient pass tells a
+	// field of the wrong type (an error) from an unknown field (a warning).
+	d := json.NewDecoder(bytes.NewReader(spec))
+	d.DisallowUnknownFields()
+	strict := d.Decode(into)
+	if strict == nil {
+		return nil, nil
+	}
 	if err := json.Unmarshal(spec, into); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
@@ -29,15 +38,8 @@ func DecodeSpec(kind, namespace, name string, spec []byte, into any) (warnings [
 		}
 		return nil, fe("spec", "cannot be read: "+err.Error())
 	}
-	// A second, strict pass finds the unknown fields; the first already
-	// decoded everything that is known.
-	d := json.NewDecoder(bytes.NewReader(spec))
-	d.DisallowUnknownFields()
-	probe := reflect.New(reflect.TypeOf(into).Elem()).Interface()
-	if err := d.Decode(probe); err != nil {
-		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			warnings = append(warnings, fe("spec", "unknown field "+f+" is ignored"))
-		}
+	if f, ok := strings.CutPrefix(strict.Error(), "json: unknown field "); ok {
+		warnings = append(warnings, fe("spec", "unknown field "+f+" is ignored"))
 	}
 	return warnings, nil
 }
