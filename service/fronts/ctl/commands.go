@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/api/translate"
 )
 
 // command is one "RESOURCE VERB" (or "tree") of ipamctl.
@@ -171,7 +172,7 @@ func runList(kind ipamv1.ObjectKind) func(context.Context, ipamv1.IPAMClient, *p
 			}
 		}
 		if kind == ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE && (out.format == "table" || out.format == "wide") {
-			if err := countPrefixes(ctx, c, out, objs); err != nil {
+			if err := countPrefixes(ctx, c, out); err != nil {
 				return err
 			}
 		}
@@ -179,25 +180,23 @@ func runList(kind ipamv1.ObjectKind) func(context.Context, ipamv1.IPAMClient, *p
 	}
 }
 
-// countPrefixes counts the prefixes of each network instance of objs for
-// the PREFIXES column.
-func countPrefixes(ctx context.Context, c ipamv1.IPAMClient, out *printer, objs []*ipamv1.Object) error {
+// countPrefixes counts the prefixes of each network instance for the
+// PREFIXES column, in one scan of the prefixes.
+func countPrefixes(ctx context.Context, c ipamv1.IPAMClient, out *printer) error {
 	out.prefixes = map[string]int{}
-	for _, o := range objs {
-		name := o.GetNetworkInstance().GetKey().GetName()
-		token := ""
-		for {
-			resp, err := c.List(ctx, &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_PREFIX, NetworkInstance: name, PageToken: token})
-			if err != nil {
-				return err
-			}
-			out.prefixes[name] += len(resp.GetObjects())
-			if token = resp.GetNextPageToken(); token == "" {
-				break
-			}
+	token := ""
+	for {
+		resp, err := c.List(ctx, &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_PREFIX, PageToken: token})
+		if err != nil {
+			return err
+		}
+		for _, o := range resp.GetObjects() {
+			out.prefixes[o.GetPrefix().GetPrefix().GetNetworkInstance()]++
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			return nil
 		}
 	}
-	return nil
 }
 
 func runGet(kind ipamv1.ObjectKind) func(context.Context, ipamv1.IPAMClient, *printer, []string, any) error {
@@ -207,7 +206,7 @@ func runGet(kind ipamv1.ObjectKind) func(context.Context, ipamv1.IPAMClient, *pr
 		if status.Code(err) == codes.NotFound && key.GetOwner() != "" {
 			if owners := otherOwners(ctx, c, kind, key); len(owners) > 0 {
 				return status.Errorf(codes.NotFound, "%s %s not found under owner %s; it exists under owner %s (use --owner %s)",
-					kindName[kind], keyString(&ipamv1.Key{Namespace: key.GetNamespace(), Name: key.GetName()}), key.GetOwner(),
+					translate.KindName(kind), keyString(&ipamv1.Key{Namespace: key.GetNamespace(), Name: key.GetName()}), key.GetOwner(),
 					strings.Join(owners, ", "), owners[0])
 			}
 		}
@@ -277,7 +276,7 @@ func runDelete(kind ipamv1.ObjectKind) func(context.Context, ipamv1.IPAMClient, 
 		if err != nil {
 			return err
 		}
-		return out.message(fmt.Sprintf("%s %s %s", kindName[kind], keyString(key), verb))
+		return out.message(fmt.Sprintf("%s %s %s", translate.KindName(kind), keyString(key), verb))
 	}
 }
 

@@ -20,14 +20,6 @@ import (
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 )
 
-// kindName names object kinds as users know them.
-var kindName = map[ipamv1.ObjectKind]string{
-	ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE: "NetworkInstance",
-	ipamv1.ObjectKind_OBJECT_KIND_PREFIX:           "IPPrefix",
-	ipamv1.ObjectKind_OBJECT_KIND_RANGE:            "IPRange",
-	ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION:       "IPAllocation",
-}
-
 var plural = map[ipamv1.ObjectKind]string{
 	ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE: "network instances",
 	ipamv1.ObjectKind_OBJECT_KIND_PREFIX:           "prefixes",
@@ -96,8 +88,8 @@ func (p *printer) objects(kind ipamv1.ObjectKind, objs []*ipamv1.Object, list bo
 				ps = append(ps, vp.GetPrefix())
 			}
 			n := "-"
-			if c, ok := p.prefixes[ni.GetKey().GetName()]; ok {
-				n = strconv.Itoa(c)
+			if p.prefixes != nil {
+				n = strconv.Itoa(p.prefixes[ni.GetKey().GetName()])
 			}
 			row(tw, ni.GetKey().GetName(), ni.GetKey().GetOwner(), ni.GetKey().GetNamespace(), strings.Join(ps, ","), n, labels(ni.GetLabels()))
 		}
