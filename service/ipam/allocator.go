@@ -33,6 +33,12 @@ type ownerState struct {
 	prefixes map[nsName]*prefixObj
 	ranges   map[nsName]*rangeObj
 	tables   []*allocTable // its allocations, one table per VRF
+	identity string        // see SyncRequest.Identity
+}
+
+// empty reports whether os holds no object.
+func (os *ownerState) empty() bool {
+	return len(os.nis) == 0 && len(os.prefixes) == 0 && len(os.ranges) == 0 && os.allocCount() == 0
 }
 
 // table returns the allocation table of os in v, or nil.

@@ -22,6 +22,8 @@ func dump(a *Allocator) string {
 			fmt.Fprintf(&b, " %v", *r.Range)
 		case r.Allocation != nil:
 			fmt.Fprintf(&b, " %v", *r.Allocation)
+		case r.Owner != nil:
+			fmt.Fprintf(&b, " %v", *r.Owner)
 		}
 		b.WriteByte('\n')
 	}

@@ -18,7 +18,8 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrExhausted: no free address or prefix of the requested size is left.
 	ErrExhausted = errors.New("exhausted")
-	// ErrInUse: the object still has children or allocations and cannot be deleted.
+	// ErrInUse: the object still has children or allocations and cannot be
+	// deleted, or the owner of a Sync holds another package's objects.
 	ErrInUse = errors.New("in use")
 	// ErrStale: a Committer refused a mutation because the shared store
 	// changed since this allocator caught up; the mutation was rolled back

@@ -44,7 +44,7 @@ func (a *Allocator) Reset(recs []Record) error {
 		if src == nil {
 			src = fresh.owner(name) // empty
 		}
-		os.nis, os.prefixes, os.ranges, os.tables = src.nis, src.prefixes, src.ranges, src.tables
+		os.nis, os.prefixes, os.ranges, os.tables, os.identity = src.nis, src.prefixes, src.ranges, src.tables, src.identity
 		for _, tb := range os.tables {
 			delete(tb.v.tables, src)
 			tb.os, tb.v.tables[os] = os, tb

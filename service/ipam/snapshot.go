@@ -33,7 +33,8 @@ func (a *Allocator) Snapshot(at func()) []Record {
 		}
 		return compareKey(x.rec.Allocation.Key, y.rec.Allocation.Key)
 	})
-	recs := make([]Record, 0, len(c.nis)+len(c.prefixes)+len(c.ranges)+len(c.allocs))
+	recs := make([]Record, 0, len(c.owners)+len(c.nis)+len(c.prefixes)+len(c.ranges)+len(c.allocs))
+	recs = append(recs, c.owners...)
 	for i := range c.nis {
 		recs = append(recs, Record{Op: OpPutNetworkInstance, Key: c.nis[i].Key, NetworkInstance: &c.nis[i]})
 	}
@@ -70,8 +71,10 @@ func (s *snapAlloc) record() Record {
 	return Record{Op: OpPutAllocation, Key: s.rec.Allocation.Key, Allocation: &s.rec}
 }
 
-// captured is a copy of the state's objects, in no particular order.
+// captured is a copy of the state's objects, in no particular order but
+// for owners (by name).
 type captured struct {
+	owners   []Record
 	nis      []NetworkInstance
 	prefixes []Prefix
 	ranges   []IPRange
@@ -98,6 +101,11 @@ func (a *Allocator) capture(at func()) captured {
 	}
 	c.allocs = make([]snapAlloc, 0, n)
 	for _, os := range owners {
+		// An owner without objects accepts any identity (see bind):
+		// forgetting it loses nothing.
+		if os.identity != "" && !os.empty() {
+			c.owners = append(c.owners, Record{Op: OpPutOwner, Key: Key{Owner: os.name}, Owner: &OwnerInfo{Identity: os.identity}})
+		}
 		for _, o := range os.prefixes {
 			c.prefixes = append(c.prefixes, o.spec)
 		}
@@ -184,6 +192,15 @@ func (t *tx) apply(r Record) error {
 		return t.putRecordedAllocation(os, *r.Allocation)
 	case OpDeleteAllocation:
 		return t.deleteAllocation(os, r.Key)
+	case OpPutOwner:
+		if r.Owner == nil {
+			break
+		}
+		os.identity = r.Owner.Identity
+		return nil
+	case OpDeleteOwner:
+		os.identity = ""
+		return nil
 	}
 	return fmt.Errorf("%w: malformed record", ErrInvalid)
 }

@@ -44,6 +44,29 @@ func (a *Allocator) Sync(ctx context.Context, req SyncRequest) (SyncResult, erro
 	return res, nil
 }
 
+// bind checks the identity of req against the one os is bound to and
+// binds os to it. It returns the identity an adopting request took the
+// owner from.
+func (t *tx) bind(os *ownerState, req SyncRequest) (adopted string, err error) {
+	if req.Identity == "" || req.Identity == os.identity {
+		return "", nil
+	}
+	if os.identity != "" && !os.empty() {
+		if !req.Adopt {
+			return "", errf(ErrInUse, "Sync", Key{Name: req.Owner}, "identity",
+				"owner %s holds the objects of the package with identity %s, not of this one (%s); "+
+					"a copy needs an owner of its own, or the request must adopt the owner",
+				Quote(req.Owner), Quote(os.identity), Quote(req.Identity))
+		}
+		adopted = os.identity
+	}
+	old := os.identity
+	os.identity = req.Identity
+	t.onUndo(func() { os.identity = old })
+	t.record(Record{Op: OpPutOwner, Key: Key{Owner: os.name}, Owner: &OwnerInfo{Identity: req.Identity}})
+	return adopted, nil
+}
+
 // withOwner sets the owner of every object's key but the allocations'.
 func withOwner(req SyncRequest) SyncRequest {
 	req.NetworkInstances = slices.Clone(req.NetworkInstances)
@@ -66,6 +89,9 @@ func withOwner(req SyncRequest) SyncRequest {
 // returns the allocations' indices in key order.
 func checkSyncRequest(req SyncRequest) ([]int, error) {
 	if err := checkText("Sync", Key{}, "owner", req.Owner, MaxNameLength); err != nil {
+		return nil, err
+	}
+	if err := checkText("Sync", Key{Name: req.Owner}, "identity", req.Identity, MaxNameLength); err != nil {
 		return nil, err
 	}
 	n := len(req.NetworkInstances) + len(req.Prefixes) + len(req.Ranges) + len(req.Allocations)
@@ -142,6 +168,10 @@ func (t *tx) sync(os *ownerState, req SyncRequest, byKey []int) (SyncResult, err
 	t.recs = make([]Record, 0, n)
 	t.undo = slices.Grow(t.undo[:0], n)
 	t.slab = make([]AllocationRecord, 0, len(req.Allocations))
+	var err error
+	if res.Adopted, err = t.bind(os, req); err != nil {
+		return SyncResult{}, err
+	}
 	var errs []error
 	// Each item runs on its own: a failed item is undone at once so the
 	// next items see a consistent state, and its error is collected.

@@ -190,10 +190,14 @@ const (
 	OpDeleteRange
 	OpPutAllocation
 	OpDeleteAllocation
+	// OpPutOwner records what the allocator keeps about an owner itself
+	// (Record.Owner); OpDeleteOwner forgets it.
+	OpPutOwner
+	OpDeleteOwner
 )
 
 var opNames = [...]string{"", "PutNetworkInstance", "DeleteNetworkInstance", "PutPrefix", "DeletePrefix",
-	"PutRange", "DeleteRange", "PutAllocation", "DeleteAllocation"}
+	"PutRange", "DeleteRange", "PutAllocation", "DeleteAllocation", "PutOwner", "DeleteOwner"}
 
 // String names the operation.
 func (o Op) String() string {
@@ -205,7 +209,7 @@ func (o Op) String() string {
 
 // Record is one committed change. Exactly one of the object fields is set
 // for Put operations; Delete operations set Key (and NetworkInstance for
-// context).
+// context). Owner records name the owner in Key.Owner only.
 type Record struct {
 	Op              Op
 	Key             Key
@@ -213,6 +217,14 @@ type Record struct {
 	Prefix          *Prefix
 	Range           *IPRange
 	Allocation      *AllocationRecord
+	Owner           *OwnerInfo
+}
+
+// OwnerInfo is what the allocator keeps about an owner itself.
+type OwnerInfo struct {
+	// Identity is the id of the package whose objects the owner holds
+	// (see SyncRequest.Identity).
+	Identity string
 }
 
 // Journal receives the records of every committed mutation in commit order.
@@ -244,8 +256,18 @@ type Committer interface {
 // changed and, when Prune is set, deletes the owner's objects that are no
 // longer desired, all in one atomic step. Every key's Owner is forced to
 // Owner.
+//
+// Identity, when set, is the stable id of the package that sends the
+// request. The owner is bound to the identity of the Sync that last
+// changed it; a Sync from another identity is refused with ErrConflict
+// while the owner holds objects, unless Adopt is set: two packages that
+// share an owner by mistake (a copied package keeps its Kptfile name)
+// would otherwise prune each other's objects. A Sync without Identity is
+// not checked and leaves the binding as it is.
 type SyncRequest struct {
 	Owner            string
+	Identity         string
+	Adopt            bool
 	NetworkInstances []NetworkInstance
 	Prefixes         []Prefix
 	Ranges           []IPRange
@@ -255,10 +277,13 @@ type SyncRequest struct {
 
 // SyncResult reports a successful Sync: one result per desired prefix and
 // allocation, in request order, and the keys deleted by pruning.
+// Adopted is the identity the owner was bound to before an adopting Sync
+// took it over, else empty.
 type SyncResult struct {
 	Prefixes    []Result
 	Allocations []Result
 	Released    []Released
+	Adopted     string
 }
 
 // Released names an object deleted by a Sync because it was no longer

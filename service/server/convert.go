@@ -265,7 +265,7 @@ func allocationRecordToProto(r ipam.AllocationRecord) *ipamv1.AllocationRecord {
 // syncRequestFromProto converts a Sync request; every malformed item is
 // reported, so the SyncFailure detail lists all of them at once.
 func syncRequestFromProto(in *ipamv1.SyncRequest) (ipam.SyncRequest, error) {
-	out := ipam.SyncRequest{Owner: in.GetOwner(), Prune: in.GetPrune()}
+	out := ipam.SyncRequest{Owner: in.GetOwner(), Identity: in.GetIdentity(), Adopt: in.GetAdopt(), Prune: in.GetPrune()}
 	var errs []error
 	for _, x := range in.GetNetworkInstances() {
 		v, err := networkInstanceFromProto(x)
@@ -309,6 +309,7 @@ func syncResultToProto(r ipam.SyncResult) *ipamv1.SyncResponse {
 	out := &ipamv1.SyncResponse{
 		Prefixes:    make([]*ipamv1.Result, len(r.Prefixes)),
 		Allocations: make([]*ipamv1.Result, len(r.Allocations)),
+		Adopted:     r.Adopted,
 	}
 	for i, x := range r.Prefixes {
 		out.Prefixes[i] = resultToProto(x)

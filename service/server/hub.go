@@ -180,6 +180,9 @@ func (h *Hub) complete(seq uint64, recs []ipam.Record) {
 
 // publish sends one record to the watchers it matches; h.mu is held.
 func (h *Hub) publish(r ipam.Record) {
+	if r.Op == ipam.OpPutOwner || r.Op == ipam.OpDeleteOwner {
+		return // no object: the binding of an owner to its package
+	}
 	vrf := recordVRF(r)
 	if h.vrfOf != nil {
 		ok := objectKey{kindOfOp(r.Op), r.Key}

@@ -83,3 +83,25 @@ func TestHubPublishesInCommitOrder(t *testing.T) {
 	default:
 	}
 }
+
+// TestHubSkipsOwnerRecords: the binding of an owner to a package identity
+// is no object, so a watcher sees only the objects of a batch: events
+// come in record order, so the first one is the deletion.
+func TestHubSkipsOwnerRecords(t *testing.T) {
+	hub := server.NewHub(&gatedStore{results: []chan error{nil}}, 0, nil)
+	sub, err := hub.Subscribe("", "")
+	must(t, err)
+	defer sub.Close()
+	hub.Append([]ipam.Record{
+		{Op: ipam.OpPutOwner, Key: ipam.Key{Owner: "o"}, Owner: &ipam.OwnerInfo{Identity: "id-1"}},
+		{Op: ipam.OpDeleteAllocation, Key: ipam.Key{Owner: "o", Namespace: "default", Name: "a"}},
+	})
+	select {
+	case ev := <-sub.Events():
+		if ev.GetKey().GetName() != "a" {
+			t.Fatalf("first event %v, want the deletion of a", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event")
+	}
+}

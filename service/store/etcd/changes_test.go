@@ -27,6 +27,9 @@ func TestChanges(t *testing.T) {
 		return ipam.Record{Op: ipam.OpPutRange, Key: k(name), Range: &ipam.IPRange{Key: k(name), NetworkInstance: "v"}}
 	}
 	del := func(op ipam.Op, name string) ipam.Record { return ipam.Record{Op: op, Key: k(name)} }
+	owner := func(name, id string) ipam.Record {
+		return ipam.Record{Op: ipam.OpPutOwner, Key: ipam.Key{Owner: name}, Owner: &ipam.OwnerInfo{Identity: id}}
+	}
 	for _, tc := range []struct {
 		name          string
 		before, after []ipam.Record
@@ -40,6 +43,9 @@ func TestChanges(t *testing.T) {
 		{"moved, added, released", []ipam.Record{ni("v"), pfx("p", "10.0.0.0/24"), alloc("a", "10.0.0.1/24"), alloc("b", "10.0.0.2/24")},
 			[]ipam.Record{ni("v"), pfx("p", "10.0.0.0/24"), alloc("a", "10.0.0.3/24"), alloc("c", "10.0.0.2/24")},
 			[]ipam.Record{del(ipam.OpDeleteAllocation, "b"), alloc("a", "10.0.0.3/24"), alloc("c", "10.0.0.2/24")}},
+		{"owner bound, rebound, forgotten", []ipam.Record{owner("o1", "id-1"), owner("o2", "id-2"), ni("v")},
+			[]ipam.Record{owner("o1", "id-3"), ni("v")},
+			[]ipam.Record{{Op: ipam.OpDeleteOwner, Key: ipam.Key{Owner: "o2"}}, owner("o1", "id-3")}},
 		{"a prefix and an allocation of one name", []ipam.Record{pfx("x", "10.0.0.0/24")}, []ipam.Record{alloc("x", "10.0.0.1/24")},
 			[]ipam.Record{del(ipam.OpDeletePrefix, "x"), alloc("x", "10.0.0.1/24")}},
 	} {

@@ -408,6 +408,8 @@ func deleteOf(op ipam.Op) ipam.Op {
 		return ipam.OpDeletePrefix
 	case ipam.OpPutRange:
 		return ipam.OpDeleteRange
+	case ipam.OpPutOwner:
+		return ipam.OpDeleteOwner
 	}
 	return ipam.OpDeleteAllocation
 }

@@ -309,3 +309,36 @@ func TestWatchSeesOtherReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerIdentityAcrossReplicas: the binding of an owner to a package
+// identity is a stored record: another replica refuses a second package
+// (even before it has seen the binding, since its commit is stale until it
+// catches up), and a replica restored from etcd knows the binding.
+func TestOwnerIdentityAcrossReplicas(t *testing.T) {
+	c := startCluster(t, 1)
+	a, _ := newReplica(t, c.endpoints(), "/id/")
+	b, _ := newReplica(t, c.endpoints(), "/id/")
+	ctx := context.Background()
+	req := ipam.SyncRequest{Owner: "pkg", Identity: "id-A",
+		NetworkInstances: []ipam.NetworkInstance{{Key: ipam.Key{Name: "vpc-1"}, Prefixes: []ipam.VRFPrefix{{Prefix: netip.MustParsePrefix("10.0.0.0/8")}}}}}
+	if _, err := a.Sync(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	req.Identity = "id-B"
+	if _, err := b.Sync(ctx, req); !errors.Is(err, ipam.ErrInUse) {
+		t.Fatalf("second package on the other replica: %v, want refused", err)
+	}
+	fresh, _ := newReplica(t, c.endpoints(), "/id/")
+	if _, err := fresh.Sync(ctx, req); !errors.Is(err, ipam.ErrInUse) {
+		t.Fatalf("second package on a restored replica: %v, want refused", err)
+	}
+	req.Adopt = true
+	res, err := fresh.Sync(ctx, req)
+	if err != nil || res.Adopted != "id-A" {
+		t.Fatalf("adopt: %+v, %v", res, err)
+	}
+	req.Identity, req.Adopt = "id-A", false
+	if _, err := a.Sync(ctx, req); !errors.Is(err, ipam.ErrInUse) {
+		t.Fatalf("the first package after the adoption: %v, want refused", err)
+	}
+}

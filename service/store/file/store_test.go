@@ -127,7 +127,7 @@ type step struct {
 // workload exercises every record kind: network instances with aggregates,
 // prefixes of every kind, ranges with exclusions and pre-allocations,
 // addresses, blocks, sub-prefixes, re-allocations, releases, Sync batches
-// with pruning and deletions.
+// with pruning and package identities, and deletions.
 func workload() []step {
 	alloc := func(r ipam.Allocation) func(a *ipam.Allocator) error {
 		return func(a *ipam.Allocator) error { _, err := a.Allocate(context.Background(), r); return err }
@@ -174,7 +174,7 @@ func workload() []step {
 		{"re-allocate blk", alloc(ipam.Allocation{Key: app("blk"), Selector: sel1, AddressFamily: ipam.IPv4, Count: 2})},
 		{"release m1", func(a *ipam.Allocator) error { return a.Release(context.Background(), app("m1")) }},
 		{"sync pkg", func(a *ipam.Allocator) error {
-			_, err := a.Sync(context.Background(), ipam.SyncRequest{Owner: "pkg", Prune: true,
+			_, err := a.Sync(context.Background(), ipam.SyncRequest{Owner: "pkg", Identity: "pkg-id-1", Prune: true,
 				Prefixes: []ipam.Prefix{{Key: ipam.Key{Name: "pkg-net"}, NetworkInstance: "vpc-1", Prefix: pfx("10.0.7.1/24"), Network: "pkgnet",
 					Labels: ipam.Labels{ipam.LabelGateway: "true"}}},
 				Allocations: []ipam.Allocation{
@@ -184,8 +184,8 @@ func workload() []step {
 				}})
 			return err
 		}},
-		{"sync pkg prune", func(a *ipam.Allocator) error {
-			_, err := a.Sync(context.Background(), ipam.SyncRequest{Owner: "pkg", Prune: true,
+		{"sync pkg prune, adopted", func(a *ipam.Allocator) error {
+			_, err := a.Sync(context.Background(), ipam.SyncRequest{Owner: "pkg", Identity: "pkg-id-2", Adopt: true, Prune: true,
 				Prefixes: []ipam.Prefix{{Key: ipam.Key{Name: "pkg-net"}, NetworkInstance: "vpc-1", Prefix: pfx("10.0.7.1/24"), Network: "pkgnet",
 					Labels: ipam.Labels{ipam.LabelGateway: "true"}}},
 				Allocations: []ipam.Allocation{

@@ -25,9 +25,10 @@ import (
 // Integers are Go varints (encoding/binary): uvarint for lengths, counts and
 // masks, zig-zag varint for signed ints. The grammar:
 //
-//	record     = version:byte(1) op:byte key objects:byte [ni] [prefix] [range] [alloc]
+//	record     = version:byte(1) op:byte key objects:byte [ni] [prefix] [range] [alloc] [owner]
+//	op         = byte: 1 PutNetworkInstance ... 8 DeleteAllocation, 9 PutOwner, 10 DeleteOwner
 //	key        = string(owner) string(namespace) string(name)
-//	objects    = bit 0 NetworkInstance, 1 Prefix, 2 Range, 3 Allocation present;
+//	objects    = bit 0 NetworkInstance, 1 Prefix, 2 Range, 3 Allocation, 4 Owner present;
 //	             the present objects follow in that order
 //	string     = uvarint(len) bytes
 //	ni         = uvarint(mask) fields...   bits: 0 Key, 1 Prefixes, 2 Labels
@@ -39,6 +40,7 @@ import (
 //	             3 PrefixLength, 4 Prefix, 5 AddressFamily, 6 Selector, 7 Labels,
 //	             8 Count, 9 Result.NetworkInstance, 10 Result.Prefix,
 //	             11 Result.Gateway, 12 Result.Last
+//	owner      = uvarint(mask) fields...   bits: 0 Identity
 //
 // Fields are written in bit order and only when their bit is set. An absent
 // field is the zero value, with two exceptions that keep common records
@@ -61,6 +63,10 @@ import (
 // in key order, so an encoding is deterministic. Decoding rejects anything
 // else: an unknown version, op, mask bit or tag, a truncated field, a length
 // beyond the input, unsorted or duplicate map keys, or trailing bytes.
+// Ops 9 and 10 and the owner object came after the first release of
+// version 1; they only add records, so every earlier encoding still
+// decodes to the same record (and an older reader refuses the new ops as
+// unknown).
 
 // Version is the format version written in the first byte of every
 // encoded record.
@@ -72,7 +78,14 @@ const (
 	objPrefix
 	objRange
 	objAlloc
-	objAll = objNI | objPrefix | objRange | objAlloc
+	objOwner
+	objAll = objNI | objPrefix | objRange | objAlloc | objOwner
+)
+
+// Field bits of an OwnerInfo.
+const (
+	owIdentity = 1 << iota
+	owAll      = 1<<iota - 1
 )
 
 // Field bits of a NetworkInstance.
@@ -159,6 +172,9 @@ func Append(dst []byte, r *ipam.Record) []byte {
 	if r.Allocation != nil {
 		objs |= objAlloc
 	}
+	if r.Owner != nil {
+		objs |= objOwner
+	}
 	dst = append(dst, objs)
 	if r.NetworkInstance != nil {
 		dst = appendNI(dst, r.Key, r.NetworkInstance)
@@ -171,6 +187,19 @@ func Append(dst []byte, r *ipam.Record) []byte {
 	}
 	if r.Allocation != nil {
 		dst = appendAlloc(dst, r.Key, r.Allocation)
+	}
+	if r.Owner != nil {
+		dst = appendOwner(dst, r.Owner)
+	}
+	return dst
+}
+
+func appendOwner(dst []byte, o *ipam.OwnerInfo) []byte {
+	var mask uint64
+	bit(&mask, owIdentity, o.Identity != "")
+	dst = binary.AppendUvarint(dst, mask)
+	if mask&owIdentity != 0 {
+		dst = appendString(dst, o.Identity)
 	}
 	return dst
 }
@@ -762,7 +791,7 @@ func (r *reader) record() ipam.Record {
 		return ipam.Record{}
 	}
 	rec := ipam.Record{Op: ipam.Op(r.byte())}
-	if r.err == nil && (rec.Op < ipam.OpPutNetworkInstance || rec.Op > ipam.OpDeleteAllocation) {
+	if r.err == nil && (rec.Op < ipam.OpPutNetworkInstance || rec.Op > ipam.OpDeleteOwner) {
 		r.fail("unknown op %d", rec.Op)
 	}
 	rec.Key = r.key()
@@ -785,7 +814,19 @@ func (r *reader) record() ipam.Record {
 	if objs&objAlloc != 0 {
 		rec.Allocation = r.alloc(rec.Key)
 	}
+	if objs&objOwner != 0 {
+		rec.Owner = r.owner()
+	}
 	return rec
+}
+
+func (r *reader) owner() *ipam.OwnerInfo {
+	m := r.mask(owAll, "owner")
+	o := &ipam.OwnerInfo{}
+	if m&owIdentity != 0 {
+		o.Identity = r.string()
+	}
+	return o
 }
 
 func (r *reader) ni(rk ipam.Key) *ipam.NetworkInstance {

@@ -1623,8 +1623,16 @@ type SyncRequest struct {
 	Ranges           []*IPRange             `protobuf:"bytes,4,rep,name=ranges,proto3" json:"ranges,omitempty"`
 	Allocations      []*Allocation          `protobuf:"bytes,5,rep,name=allocations,proto3" json:"allocations,omitempty"`
 	Prune            bool                   `protobuf:"varint,6,opt,name=prune,proto3" json:"prune,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// identity is the stable id of the package that sends the request. The
+	// owner is bound to the identity of the Sync that last changed it; while
+	// it holds objects, a Sync from another identity fails with
+	// FAILED_PRECONDITION (field "identity") unless adopt is set. Empty: not
+	// checked, the binding stays.
+	Identity string `protobuf:"bytes,7,opt,name=identity,proto3" json:"identity,omitempty"`
+	// adopt lets this identity take over an owner bound to another one.
+	Adopt         bool `protobuf:"varint,8,opt,name=adopt,proto3" json:"adopt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SyncRequest) Reset() {
@@ -1699,13 +1707,29 @@ func (x *SyncRequest) GetPrune() bool {
 	return false
 }
 
+func (x *SyncRequest) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *SyncRequest) GetAdopt() bool {
+	if x != nil {
+		return x.Adopt
+	}
+	return false
+}
+
 // SyncResponse has one result per prefix and allocation, in request order,
 // and the objects deleted by pruning.
 type SyncResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Prefixes      []*Result              `protobuf:"bytes,1,rep,name=prefixes,proto3" json:"prefixes,omitempty"`
-	Allocations   []*Result              `protobuf:"bytes,2,rep,name=allocations,proto3" json:"allocations,omitempty"`
-	Released      []*Released            `protobuf:"bytes,3,rep,name=released,proto3" json:"released,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Prefixes    []*Result              `protobuf:"bytes,1,rep,name=prefixes,proto3" json:"prefixes,omitempty"`
+	Allocations []*Result              `protobuf:"bytes,2,rep,name=allocations,proto3" json:"allocations,omitempty"`
+	Released    []*Released            `protobuf:"bytes,3,rep,name=released,proto3" json:"released,omitempty"`
+	// adopted is the identity an adopting Sync took the owner from.
+	Adopted       string `protobuf:"bytes,4,opt,name=adopted,proto3" json:"adopted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1759,6 +1783,13 @@ func (x *SyncResponse) GetReleased() []*Released {
 		return x.Released
 	}
 	return nil
+}
+
+func (x *SyncResponse) GetAdopted() string {
+	if x != nil {
+		return x.Adopted
+	}
+	return ""
 }
 
 // Released names an object deleted by pruning.
@@ -2382,18 +2413,21 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +
 	"\fListResponse\x12)\n" +
 	"\aobjects\x18\x01 \x03(\v2\x0f.ipam.v1.ObjectR\aobjects\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8e\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc0\x02\n" +
 	"\vSyncRequest\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12E\n" +
 	"\x11network_instances\x18\x02 \x03(\v2\x18.ipam.v1.NetworkInstanceR\x10networkInstances\x12+\n" +
 	"\bprefixes\x18\x03 \x03(\v2\x0f.ipam.v1.PrefixR\bprefixes\x12(\n" +
 	"\x06ranges\x18\x04 \x03(\v2\x10.ipam.v1.IPRangeR\x06ranges\x125\n" +
 	"\vallocations\x18\x05 \x03(\v2\x13.ipam.v1.AllocationR\vallocations\x12\x14\n" +
-	"\x05prune\x18\x06 \x01(\bR\x05prune\"\x9d\x01\n" +
+	"\x05prune\x18\x06 \x01(\bR\x05prune\x12\x1a\n" +
+	"\bidentity\x18\a \x01(\tR\bidentity\x12\x14\n" +
+	"\x05adopt\x18\b \x01(\bR\x05adopt\"\xb7\x01\n" +
 	"\fSyncResponse\x12+\n" +
 	"\bprefixes\x18\x01 \x03(\v2\x0f.ipam.v1.ResultR\bprefixes\x121\n" +
 	"\vallocations\x18\x02 \x03(\v2\x0f.ipam.v1.ResultR\vallocations\x12-\n" +
-	"\breleased\x18\x03 \x03(\v2\x11.ipam.v1.ReleasedR\breleased\"S\n" +
+	"\breleased\x18\x03 \x03(\v2\x11.ipam.v1.ReleasedR\breleased\x12\x18\n" +
+	"\aadopted\x18\x04 \x01(\tR\aadopted\"S\n" +
 	"\bReleased\x12'\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x13.ipam.v1.ObjectKindR\x04kind\x12\x1e\n" +
 	"\x03key\x18\x02 \x01(\v2\f.ipam.v1.KeyR\x03key\"\x87\x01\n" +

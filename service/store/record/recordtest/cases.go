@@ -91,5 +91,8 @@ func Cases() []Case {
 			Range:           &ipam.IPRange{Key: k1},
 			Allocation:      &ipam.AllocationRecord{Allocation: ipam.Allocation{Key: k1}},
 		}},
+		{"put owner", ipam.Record{Op: ipam.OpPutOwner, Key: ipam.Key{Owner: "pkg-a"}, Owner: &ipam.OwnerInfo{Identity: "k7q2m9x4c1v8b3n6z5w0"}}},
+		{"put owner empty", ipam.Record{Op: ipam.OpPutOwner, Key: ipam.Key{Owner: "pkg-a"}, Owner: &ipam.OwnerInfo{}}},
+		{"delete owner", ipam.Record{Op: ipam.OpDeleteOwner, Key: ipam.Key{Owner: "pkg-b"}}},
 	}
 }
