@@ -270,14 +270,14 @@ func (t *tx) tableFor(os *ownerState, v *vrf) *allocTable {
 	}
 	if n := t.expect[ownerVRF{os.name, v.name}]; n > 0 {
 		delete(t.expect, ownerVRF{os.name, v.name})
-		tb.grow(n)
+		tb.Grow(n)
 	}
 	return tb
 }
 
 // checkRoom refuses a new allocation of os in v when its table is full.
 func checkRoom(os *ownerState, v *vrf, key Key) error {
-	if tb := os.table(v); tb != nil && tb.full() {
+	if tb := os.table(v); tb != nil && tb.Full() {
 		return errf(ErrExhausted, ObjAllocation, key, "", "owner %q holds the most allocations one owner may hold in network instance %s (%d)", os.name, v.name, MaxTableAllocs)
 	}
 	return nil
@@ -312,7 +312,7 @@ func (t *tx) delAlloc(tb *allocTable, name string, rec allocRec) {
 // it reports.
 func dropAlloc(tb *allocTable, ns, name string) bool {
 	tb.del(ns, name)
-	if tb.len() > 0 {
+	if tb.Len() > 0 {
 		return false
 	}
 	unlink(tb)

@@ -66,7 +66,7 @@ func unlink(t *allocTable) {
 // findAlloc returns the allocation ns/name of os and its table.
 func (os *ownerState) findAlloc(ns, name string) (*allocTable, *allocRec) {
 	for _, t := range os.tables {
-		if r, ok := t.get(ns, name); ok {
+		if r, ok := t.Get(ns, name); ok {
 			return t, r
 		}
 	}
@@ -77,7 +77,7 @@ func (os *ownerState) findAlloc(ns, name string) (*allocTable, *allocRec) {
 func (os *ownerState) allocCount() int {
 	n := 0
 	for _, t := range os.tables {
-		n += t.len()
+		n += t.Len()
 	}
 	return n
 }

@@ -97,32 +97,14 @@ type allocTable struct {
 // instance.
 const MaxTableAllocs = alloctable.MaxLen
 
-// len returns the number of allocations.
-func (t *allocTable) len() int { return t.Len() }
-
-// rec returns record i.
-func (t *allocTable) rec(i int) *allocRec { return t.At(i) }
-
 // at returns record i with its name.
 func (t *allocTable) at(i int) alloc {
 	return alloc{allocRec: *t.At(i), name: string(t.Name(i))}
 }
 
-// get returns the record of (ns, name).
-func (t *allocTable) get(ns, name string) (*allocRec, bool) { return t.Get(ns, name) }
-
-// index returns the record index of (ns, name), or -1.
-func (t *allocTable) index(ns, name string) int { return t.Index(ns, name) }
-
-// full reports whether the table cannot take one more allocation.
-func (t *allocTable) full() bool { return t.Full() }
-
-// grow makes room in the index for n more allocations.
-func (t *allocTable) grow(n int) { t.Grow(n) }
-
 // put inserts or replaces the allocation name of r.spec's namespace and
 // returns the record it replaced, counting the users of shared specs.
-// The caller checks that a new allocation fits (full).
+// The caller checks that a new allocation fits (Full).
 func (t *allocTable) put(name string, r allocRec) (prev allocRec, replaced bool) {
 	if !r.spec.own {
 		t.v.ref(r.spec)
@@ -153,8 +135,8 @@ func (t *allocTable) del(ns, name string) bool {
 // n, by a scan of v's tables.
 func (v *vrf) plainHolder(n *node, off uint64) (alloc, bool) {
 	for _, t := range v.tables {
-		for i := range t.len() {
-			r := t.rec(i)
+		for i := range t.Len() {
+			r := t.At(i)
 			if r.node == n && r.off <= off && off-r.off < r.count() {
 				return t.at(i), true
 			}

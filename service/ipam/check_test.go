@@ -68,8 +68,8 @@ func checkInvariants(t testing.TB, a *Allocator) {
 				plain := map[uint64]bool{}
 				plainAllocs := 0
 				for _, tb := range v.tables {
-					for i := range tb.len() {
-						if r := tb.rec(i); r.node == n {
+					for i := range tb.Len() {
+						if r := tb.At(i); r.node == n {
 							plainAllocs++
 							for off := r.off; off < r.off+r.count(); off++ {
 								if plain[off] {
@@ -163,13 +163,13 @@ func checkInvariants(t testing.TB, a *Allocator) {
 			if tb.os != os || os.table(v) != tb || v.tables[os] != tb {
 				t.Fatalf("owner %s: table of VRF %s is not linked both ways", os.name, v.name)
 			}
-			if tb.len() == 0 {
+			if tb.Len() == 0 {
 				t.Fatalf("owner %s: empty table kept in VRF %s", os.name, v.name)
 			}
 			if err := tb.Check(); err != nil {
 				t.Fatalf("owner %s, VRF %s: %v", os.name, v.name, err)
 			}
-			for i := range tb.len() {
+			for i := range tb.Len() {
 				o := tb.at(i)
 				if o.spec.v != v || o.spec.req.Key.Owner != os.name {
 					t.Fatalf("owner %s: record %s has the spec of %s/%s", os.name, o.name, o.spec.req.Key.Owner, o.spec.v.name)
@@ -209,7 +209,7 @@ func checkInvariants(t testing.TB, a *Allocator) {
 	byVRF := map[string][]span{}
 	for _, os := range a.owners {
 		for _, tb := range os.tables {
-			for i := range tb.len() {
+			for i := range tb.Len() {
 				o := tb.at(i)
 				res := o.result()
 				lo, hi := res.Prefix.Addr(), res.Prefix.Addr()

@@ -142,7 +142,7 @@ func (a *Allocator) GetAllocation(key Key) (AllocationRecord, error) {
 		}
 		for _, t := range os.tables {
 			t.v.mu.RLock()
-			if r, ok := t.get(key.Namespace, key.Name); ok {
+			if r, ok := t.Get(key.Namespace, key.Name); ok {
 				o := alloc{allocRec: *r, name: key.Name}
 				rec, found = AllocationRecord{Allocation: cloneAlloc(o.request()), Result: o.result()}, true
 			}
@@ -197,14 +197,14 @@ func (a *Allocator) ListAllocationsPage(f Filter, after *Key, limit int) ([]Allo
 		}
 		n := 0
 		for _, t := range os.tables {
-			n += t.len()
+			n += t.Len()
 		}
 		refs = slices.Grow(refs[:0], n)
 		skip := after != nil && os.name == after.Owner
 		for _, t := range os.tables {
 			t.v.mu.RLock()
-			for i := range t.len() {
-				r := t.rec(i)
+			for i := range t.Len() {
+				r := t.At(i)
 				if !f.matches(os.name, t.v.name, r.spec.req.Labels) {
 					continue
 				}

@@ -113,7 +113,7 @@ func (a *Allocator) capture(at func()) captured {
 			c.ranges = append(c.ranges, o.spec)
 		}
 		for _, t := range os.tables {
-			for i := range t.len() {
+			for i := range t.Len() {
 				o := t.at(i)
 				bits := 0
 				if o.spec.sub != nil {
@@ -255,7 +255,7 @@ func (t *tx) putRecordedAllocation(os *ownerState, rec AllocationRecord) error {
 			dropAlloc(oldTable, ns, name)
 		}
 	}
-	if !found && tb.full() {
+	if !found && tb.Full() {
 		return checkRoom(os, v, r.Key)
 	}
 	spec := v.sharedSpec(&r, true)

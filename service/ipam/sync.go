@@ -283,13 +283,13 @@ func undesiredAllocs(os *ownerState, desired []Allocation) []Key {
 	marks := make([][]bool, len(os.tables))
 	total := 0
 	for i, tb := range os.tables {
-		marks[i] = make([]bool, tb.len())
-		total += tb.len()
+		marks[i] = make([]bool, tb.Len())
+		total += tb.Len()
 	}
 	for i := range desired {
 		k := &desired[i].Key
 		for t, tb := range os.tables {
-			if j := tb.index(k.Namespace, k.Name); j >= 0 {
+			if j := tb.Index(k.Namespace, k.Name); j >= 0 {
 				if !marks[t][j] {
 					marks[t][j] = true
 					total--
