@@ -77,7 +77,7 @@ func TestGolden(t *testing.T) {
 			cases = append(cases, e.Name())
 		}
 	}
-	for _, want := range []string{"seed", "ipv6", "dual-stack", "release", "exhausted", "malformed-prefix", "unknown-vrf"} {
+	for _, want := range []string{"seed", "ipv6", "dual-stack", "release", "exhausted", "malformed-prefix", "unknown-vrf", "copy"} {
 		if !slices.Contains(cases, want) {
 			t.Errorf("testdata/%s is missing", want)
 		}
@@ -93,8 +93,8 @@ func TestGolden(t *testing.T) {
 			point(t, pkg, fnBin, addr)
 			pkgtest.Git(t, pkg, "init", "--quiet")
 			for _, s := range steps(t, caseDir) {
-				if s.overlay != "" {
-					overlay(t, s.overlay, pkg)
+				if s.overlay != "" && overlay(t, s.overlay, pkg) {
+					pkgtest.ReplaceIn(t, filepath.Join(pkg, "Kptfile"), execPlaceholder, "exec: "+fnBin)
 				}
 				pkgtest.CommitAll(t, pkg, "input of "+s.name)
 				runStep(t, s, pkg)
@@ -103,8 +103,9 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// overlay copies the files of dir (but its expectations) into pkg.
-func overlay(t *testing.T, dir, pkg string) {
+// overlay copies the files of dir (but its expectations) into pkg and
+// reports whether one was the Kptfile.
+func overlay(t *testing.T, dir, pkg string) (kptfile bool) {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -121,7 +122,9 @@ func overlay(t *testing.T, dir, pkg string) {
 		if err := os.WriteFile(filepath.Join(pkg, e.Name()), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		kptfile = kptfile || e.Name() == "Kptfile"
 	}
+	return kptfile
 }
 
 // runStep renders pkg once and checks the step's expectations, then

@@ -51,7 +51,7 @@ type Injector struct {
 	// IPAM is the ipam-server client.
 	IPAM ipamv1.IPAMClient
 	// Sync are the options of package pkgsync (server address for
-	// messages, timeout); Owner and Prune are set per package.
+	// messages, timeout); Owner, Prune and NoIdentity are set per package.
 	Sync pkgsync.Options
 	// Namespace limits garbage collection to one namespace; empty means all.
 	Namespace string
@@ -137,7 +137,10 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, attem
 	owner := ownerOf(pr)
 	in.track(owner, pr.GetNamespace())
 	opts := in.Sync
-	opts.Owner, opts.Prune = owner, true
+	// The owner names one Porch package, whose revisions share it by
+	// design: no package identity is needed, and drafts edited apart must
+	// not refuse each other.
+	opts.Owner, opts.Prune, opts.NoIdentity = owner, true, true
 	changed, results, perr := pkgsync.Process(ctx, in.IPAM, opts, files.items)
 	cond := condition{Type: ConditionType, Status: "True", Reason: ReasonAllocated, Message: summary(files.items)}
 	if perr != nil {

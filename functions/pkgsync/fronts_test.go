@@ -31,7 +31,7 @@ func TestSameTranslationAsTheControllers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req, _, results := buildRequest(Options{Owner: "o"}, objs)
+			req, _, _, results := buildRequest(Options{Owner: "o"}, objs)
 
 			var typed ipamv1alpha1.IPAllocation
 			if err := yaml.Unmarshal([]byte(tc.doc), &typed); err != nil {
@@ -61,7 +61,7 @@ func TestUnknownSpecFieldIsAWarning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _, results := buildRequest(Options{Owner: "o"}, objs)
+	req, _, _, results := buildRequest(Options{Owner: "o"}, objs)
 	if len(req.GetAllocations()) != 1 || len(results) != 1 || results[0].Severity != fn.Warning ||
 		!strings.Contains(results[0].Message, `unknown field "prefixLenght" is ignored`) || failed(results) != nil {
 		t.Fatalf("request %v, results %v", req, results)

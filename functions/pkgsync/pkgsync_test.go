@@ -97,14 +97,18 @@ func TestProcessSeed(t *testing.T) {
 func TestProcessListsReleases(t *testing.T) {
 	srv := servertest.Start(t, server.Config{}, false)
 	cfg := pkgsync.Options{Server: srv.Addr, Prune: true}
-	if _, _, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", pkgtest.Seed)); err != nil {
+	first := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", pkgtest.Seed)
+	if _, _, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, first); err != nil {
 		t.Fatal(err)
 	}
+	// The edit starts from the rendered Kptfile, which holds the package
+	// identity the first run wrote.
+	kptfile := pkgtest.Find(t, first, "Kptfile", "seed-pkg").String()
 	pool := "---\napiVersion: ipam.nephio.org/v1alpha1\nkind: IPAllocation\nmetadata:\n  name: alloc-pool1\n"
 	i := strings.Index(pkgtest.Seed, pool)
 	j := strings.Index(pkgtest.Seed[i+len(pool):], "---")
 	without := pkgtest.Seed[:i] + pkgtest.Seed[i+len(pool)+j:]
-	_, results, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", without))
+	_, results, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, pkgtest.Items(t, "Kptfile", kptfile, "resources.yaml", without))
 	if err != nil || len(results) != 2 || !strings.Contains(results[0].Message, "1 released by prune") ||
 		results[1].Message != "ipam-fn: released IPAllocation alloc-pool1 of owner seed-pkg: the package no longer declares it" ||
 		results[1].ResourceRef == nil || results[1].ResourceRef.Name != "alloc-pool1" {

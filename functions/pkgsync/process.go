@@ -48,6 +48,12 @@ type Options struct {
 	Prune bool
 	// Timeout bounds the call to ipam-server. Zero means DefaultTimeout.
 	Timeout time.Duration
+	// NoIdentity sends no package identity and writes none: for callers
+	// whose owner already names one package (the Porch injector's
+	// <repository>/<package>, whose revisions share the owner by design).
+	// Otherwise the run sends the root Kptfile's ipam.nephio.org/package-id,
+	// writing one derived from the package when it has none.
+	NoIdentity bool
 }
 
 func (o Options) timeout() time.Duration {
@@ -134,7 +140,7 @@ func kindOf(it *fn.KubeObject) string {
 // failure naming the file, the resource and the field, and err wraps
 // ErrFailed. Items without IPAM resources make no call (client may be nil).
 func Process(ctx context.Context, client ipamv1.IPAMClient, opts Options, items fn.KubeObjects) (changed bool, results fn.Results, err error) {
-	req, objs, results := buildRequest(opts, items)
+	req, objs, idn, results := buildRequest(opts, items)
 	if len(objs) == 0 || failed(results) != nil {
 		return false, results, failed(results)
 	}
@@ -146,7 +152,7 @@ func Process(ctx context.Context, client ipamv1.IPAMClient, opts Options, items 
 	defer cancel()
 	resp, err := client.Sync(cctx, req)
 	if err != nil {
-		results = append(results, syncErrorResults(err, opts, objs)...)
+		results = append(results, syncErrorResults(err, opts, objs, idn)...)
 		return false, results, failed(results)
 	}
 	if len(resp.GetPrefixes()) != len(req.GetPrefixes()) || len(resp.GetAllocations()) != len(req.GetAllocations()) {
@@ -155,7 +161,7 @@ func Process(ctx context.Context, client ipamv1.IPAMClient, opts Options, items 
 			opts.Server, len(resp.GetPrefixes()), len(resp.GetAllocations()), len(req.GetPrefixes()), len(req.GetAllocations()))})
 		return false, results, failed(results)
 	}
-	changed, written, err := writeResults(items, objs, resp)
+	changed, written, err := writeResults(objs, idn, resp)
 	return changed, append(results, written...), err
 }
 
@@ -177,9 +183,10 @@ func failed(results fn.Results) error {
 }
 
 // buildRequest turns the IPAM resources among items into one SyncRequest
-// through the shared translation. Fields that cannot be read become error
-// results, unknown fields warnings.
-func buildRequest(opts Options, items fn.KubeObjects) (*ipamv1.SyncRequest, []*object, fn.Results) {
+// through the shared translation, with the package identity of the root
+// Kptfile. Fields that cannot be read become error results, unknown fields
+// warnings.
+func buildRequest(opts Options, items fn.KubeObjects) (*ipamv1.SyncRequest, []*object, identity, fn.Results) {
 	var objs []*object
 	var results fn.Results
 	for _, it := range items {
@@ -190,11 +197,16 @@ func buildRequest(opts Options, items fn.KubeObjects) (*ipamv1.SyncRequest, []*o
 		}
 	}
 	if len(objs) == 0 {
-		return nil, nil, results
+		return nil, nil, identity{}, results
+	}
+	kptfile := rootKptfile(items)
+	idn, r := readIdentity(kptfile, opts.NoIdentity)
+	if r != nil {
+		results = append(results, r)
 	}
 	owner := opts.Owner
-	if owner == "" {
-		owner = rootPackageName(items)
+	if owner == "" && kptfile != nil {
+		owner = kptfile.GetName()
 	}
 	if owner == "" {
 		results = append(results, &fn.Result{Severity: fn.Error, Message: "ipam-fn: no owner for the package's IPAM resources: " +
@@ -216,7 +228,9 @@ func buildRequest(opts Options, items fn.KubeObjects) (*ipamv1.SyncRequest, []*o
 			results = append(results, objectResult(o, "", err.Error(), "InvalidArgument"))
 		}
 	}
-	return req, objs, results
+	idn.mint(req)
+	req.Identity, req.Adopt = idn.id, idn.adopt
+	return req, objs, idn, results
 }
 
 // add reads o into its typed form and appends its translation to req.
@@ -323,12 +337,4 @@ func rootKptfile(items fn.KubeObjects) *fn.KubeObject {
 		return kptfiles[0]
 	}
 	return nil
-}
-
-// rootPackageName is the metadata.name of the root Kptfile, or "".
-func rootPackageName(items fn.KubeObjects) string {
-	if k := rootKptfile(items); k != nil {
-		return k.GetName()
-	}
-	return ""
 }

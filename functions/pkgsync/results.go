@@ -97,7 +97,7 @@ func scalarAt(it *fn.KubeObject, field string) (any, bool) {
 // syncErrorResults maps a failed Sync to results: one per failed item the
 // server names, attached to that item's resource when it is in the
 // package, or one result for the whole call.
-func syncErrorResults(err error, opts Options, objs []*object) fn.Results {
+func syncErrorResults(err error, opts Options, objs []*object, idn identity) fn.Results {
 	st, ok := status.FromError(err)
 	if !ok {
 		return fn.Results{{Severity: fn.Error, Message: fmt.Sprintf("ipam-fn: Sync with ipam-server at %s: %v", opts.Server, err)}}
@@ -133,6 +133,10 @@ func syncErrorResults(err error, opts Options, objs []*object) fn.Results {
 	var results fn.Results
 	for _, it := range items {
 		code := codes.Code(it.GetCode()).String()
+		if it.GetField() == "identity" && it.GetObject() == "Sync" {
+			results = append(results, identityResult(idn, it.GetKey().GetName(), it.GetMessage(), code))
+			continue
+		}
 		matched := false
 		for _, o := range objs {
 			if o.kind == it.GetObject() && o.ns == it.GetKey().GetNamespace() && o.name == it.GetKey().GetName() {

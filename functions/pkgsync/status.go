@@ -9,6 +9,7 @@ import (
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
+	"github.com/nephio-project/ipam/service/ipam"
 )
 
 // condition is the desired state of one condition. The function writes no
@@ -35,10 +36,10 @@ func KptfileConditionType(kind, name string) string {
 }
 
 // writeResults writes each result of resp into the status of its
-// IPAllocation or IPPrefix, and the claims' conditions into the root
-// Kptfile. Changes are made on copies and swapped in only when all of
-// them succeeded, so a failure changes no item.
-func writeResults(items fn.KubeObjects, objs []*object, resp *ipamv1.SyncResponse) (bool, fn.Results, error) {
+// IPAllocation or IPPrefix, and the claims' conditions and the package
+// identity into the root Kptfile. Changes are made on copies and swapped
+// in only when all of them succeeded, so a failure changes no item.
+func writeResults(objs []*object, idn identity, resp *ipamv1.SyncResponse) (bool, fn.Results, error) {
 	type swap struct{ item, next *fn.KubeObject }
 	var swaps []swap
 	var results fn.Results
@@ -65,13 +66,17 @@ func writeResults(items fn.KubeObjects, objs []*object, resp *ipamv1.SyncRespons
 			swaps = append(swaps, swap{o.item, next})
 		}
 	}
-	if k := rootKptfile(items); k != nil {
+	if k := idn.kptfile; k != nil {
 		next := k.Copy()
 		changed, err := writeKptfileConditions(next, claims)
 		if err != nil {
-			o := &object{item: k, kind: k.GetKind(), name: k.GetName()}
-			results = append(results, objectResult(o, "status.conditions", err.Error(), ""))
-		} else if changed {
+			results = append(results, kptfileResult(k, "status.conditions", err.Error(), ""))
+		}
+		idChanged, err := idn.write(next)
+		if err != nil {
+			results = append(results, kptfileResult(k, "metadata.annotations", err.Error(), ""))
+		}
+		if changed || idChanged {
 			swaps = append(swaps, swap{k, next})
 		}
 	}
@@ -92,6 +97,10 @@ func summary(objs []*object, written int, resp *ipamv1.SyncResponse) fn.Results 
 	results := fn.Results{{Severity: fn.Info, Message: fmt.Sprintf(
 		"ipam-fn: synced %s with ipam-server: %s written, %d released by prune",
 		count(len(objs), "resource"), count(written, "item"), len(rel))}}
+	if from := resp.GetAdopted(); from != "" {
+		results = append(results, &fn.Result{Severity: fn.Info, Message: fmt.Sprintf(
+			"ipam-fn: adopted the owner's objects from the package with identity %s", ipam.Quote(from))})
+	}
 	for _, r := range rel {
 		kind := translate.KindName(r.GetKind())
 		k := r.GetKey()
