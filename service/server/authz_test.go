@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -93,6 +94,7 @@ rules:
 // the token file when given.
 func (s authzSetup) client(t *testing.T, cert, key, token string) ipamv1.IPAMClient {
 	t.Helper()
+	admin := cert == "" && token == ""
 	if cert == "" {
 		cert, key = s.certs.ClientCert, s.certs.ClientKey
 	}
@@ -101,6 +103,11 @@ func (s authzSetup) client(t *testing.T, cert, key, token string) ipamv1.IPAMCli
 	conn, err := grpc.NewClient(s.ts.Addr, opts...)
 	must(t, err)
 	t.Cleanup(func() { conn.Close() })
+	if admin {
+		// The server restores its state before it serves; the admin may
+		// ask its health service.
+		must(t, servertest.WaitServing(conn, 20*time.Second))
+	}
 	return ipamv1.NewIPAMClient(conn)
 }
 
