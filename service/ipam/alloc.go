@@ -1,9 +1,11 @@
 package ipam
 
 import (
+	"fmt"
 	"maps"
 	"net/netip"
 	"strconv"
+	"strings"
 )
 
 // MaxBlock is the largest Count of one block allocation.
@@ -440,6 +442,14 @@ func (t *tx) placeAddress(spec *allocSpec, r *Allocation) (allocRec, error) {
 	if len(cands) == 0 {
 		return allocRec{}, noCandidate(r, v)
 	}
+	// A pre-allocation holds for the whole pool the selector picks: the
+	// name gets its address even when an earlier range has free ones.
+	if p := preAllocOf(cands, r.Key.Name, cnt); p != nil {
+		if p.claim != nil && p.claim.req.Key != r.Key {
+			return allocRec{}, preClaimed(r, p)
+		}
+		return t.claimPre(spec, r.Key.Name, p), nil
+	}
 	conflicts := false
 	for _, e := range cands {
 		switch {
@@ -451,13 +461,6 @@ func (t *tx) placeAddress(spec *allocSpec, r *Allocation) (allocRec, error) {
 			conflicts = true
 		case e.rng != nil:
 			g := e.rng
-			if p := g.pre[r.Key.Name]; p != nil && cnt == 1 {
-				if p.claim != nil && p.claim.req.Key != r.Key {
-					conflicts = true
-					continue
-				}
-				return t.claimPre(spec, r.Key.Name, p), nil
-			}
 			if off, ok := g.node.nextFree(g.lo, g.hi, cnt, true); ok {
 				return t.takeAddr(spec, g.node, off, cnt), nil
 			}
@@ -471,6 +474,29 @@ func (t *tx) placeAddress(spec *allocSpec, r *Allocation) (allocRec, error) {
 	return allocRec{}, noFreeAddress(r, cands, cnt, conflicts)
 }
 
+// preAllocOf returns the pre-allocation of name in the first range of
+// cands that has one; blocks (cnt > 1) have none.
+func preAllocOf(cands []*entry, name string, cnt uint64) *preAlloc {
+	if cnt != 1 {
+		return nil
+	}
+	for _, e := range cands {
+		if e.rng != nil {
+			if p := e.rng.pre[name]; p != nil {
+				return p
+			}
+		}
+	}
+	return nil
+}
+
+// preClaimed is the error of r, whose name's pre-allocation p another
+// allocation (of the same name in another namespace or owner) holds.
+func preClaimed(r *Allocation, p *preAlloc) error {
+	return errf(ErrConflict, ObjAllocation, r.Key, "metadata.name", "the pre-allocated address %s of %s is already allocated to %s",
+		addOffset(p.rng.node.prefix.Addr(), p.off), objName(ObjRange, p.rng.obj.spec.Key), objName(ObjAllocation, p.claim.req.Key))
+}
+
 // noCandidate is the error of an address request whose selector matches
 // nothing in v.
 func noCandidate(r *Allocation, v *vrf) error {
@@ -478,12 +504,15 @@ func noCandidate(r *Allocation, v *vrf) error {
 }
 
 // noFreeAddress is the error of an address request none of whose
-// candidates could serve it: the first conflict with a static address or
-// a pre-allocation held by another allocation, or exhaustion.
+// candidates could serve it: the first conflict with a static address held
+// by another allocation, or exhaustion.
 func noFreeAddress(r *Allocation, cands []*entry, cnt uint64, conflicts bool) error {
 	if conflicts {
-		if err := firstConflict(r, cands, cnt); err != nil {
-			return err
+		for _, e := range cands {
+			if h := e.host; h != nil && h.claim != nil && h.claim.req.Key != r.Key {
+				return errf(ErrConflict, ObjAllocation, r.Key, "spec.selector", "static address %s (%s) is already allocated to %s",
+					netip.PrefixFrom(h.addr, h.node.prefix.Bits()), objName(ObjPrefix, h.obj.spec.Key), objName(ObjAllocation, h.claim.req.Key))
+			}
 		}
 	}
 	what := "address"
@@ -494,27 +523,6 @@ func noFreeAddress(r *Allocation, cands []*entry, cnt uint64, conflicts bool) er
 		return errf(ErrExhausted, ObjAllocation, r.Key, "spec.selector", "no free %s left in %s %s", what, cands[0].node.kind, cands[0].node.prefix)
 	}
 	return errf(ErrExhausted, ObjAllocation, r.Key, "spec.selector", "no free %s left in the %d prefixes and ranges matching %s", what, len(cands), formatSelector(r.Selector))
-}
-
-// firstConflict is the error of the first candidate of r that another
-// allocation holds: a static address or r's pre-allocated address.
-func firstConflict(r *Allocation, cands []*entry, cnt uint64) error {
-	for _, e := range cands {
-		switch {
-		case e.host != nil:
-			if h := e.host; h.claim != nil && h.claim.req.Key != r.Key {
-				return errf(ErrConflict, ObjAllocation, r.Key, "spec.selector", "static address %s (%s %s) is already allocated to %s %s",
-					netip.PrefixFrom(h.addr, h.node.prefix.Bits()), ObjPrefix, h.obj.spec.Key, ObjAllocation, h.claim.req.Key)
-			}
-		case e.rng != nil:
-			g := e.rng
-			if p := g.pre[r.Key.Name]; p != nil && cnt == 1 && p.claim != nil && p.claim.req.Key != r.Key {
-				return errf(ErrConflict, ObjAllocation, r.Key, "metadata.name", "the pre-allocated address %s of %s %s is already allocated to %s %s",
-					addOffset(g.node.prefix.Addr(), p.off), ObjRange, g.obj.spec.Key, ObjAllocation, p.claim.req.Key)
-			}
-		}
-	}
-	return nil
 }
 
 // addressCandidates returns the networks, static addresses and ranges an
@@ -568,9 +576,37 @@ func (t *tx) placeExactAddress(spec *allocSpec, r *Allocation, cnt uint64) (allo
 	if !ok || off > n.addrs.Last() || cnt-1 > n.addrs.Last()-off {
 		return allocRec{}, errf(ErrInvalid, ObjAllocation, r.Key, "spec.prefix", "%s (count %d) does not fit in %s", a, cnt, n.prefix)
 	}
+	// The ranges the request may take from: those its selector picks,
+	// else those of n.
+	var ranges []*ipRange
+	if len(r.Selector) > 0 {
+		cands := matchAddressCandidates(v, r, cnt == 1)
+		if !containsSpan(cands, n, off, cnt) {
+			return allocRec{}, errf(ErrInvalid, ObjAllocation, r.Key, "spec.prefix", "%s is not in what selector %s matches: %s",
+				a, formatSelector(r.Selector), describeCandidates(cands))
+		}
+		for _, e := range cands {
+			if e.rng != nil {
+				ranges = append(ranges, e.rng)
+			}
+		}
+	} else {
+		ranges = n.ranges
+	}
+	if cnt == 1 {
+		for _, g := range ranges {
+			if p := g.pre[r.Key.Name]; p != nil && (g.node != n || p.off != off) {
+				return allocRec{}, errf(ErrConflict, ObjAllocation, r.Key, "spec.prefix", "%s differs from %s, the address %s pre-allocates to %s",
+					a, addOffset(g.node.prefix.Addr(), p.off), objName(ObjRange, g.obj.spec.Key), r.Key.Name)
+			}
+		}
+	}
 	if cnt == 1 && n.addrs.Has(off) {
 		switch h := n.holders[off].(type) {
 		case *hostEntry:
+			if h.obj.spec.Key.Owner != r.Key.Owner {
+				return allocRec{}, errf(ErrConflict, ObjAllocation, r.Key, "spec.prefix", "%s is the static address of %s", a, objName(ObjPrefix, h.obj.spec.Key))
+			}
 			if h.claim == nil || h.claim.req.Key == r.Key {
 				return t.claimHost(spec, r.Key.Name, h), nil
 			}
@@ -590,6 +626,54 @@ func (t *tx) placeExactAddress(spec *allocSpec, r *Allocation, cnt uint64) (allo
 		}
 	}
 	return t.takeAddr(spec, n, off, cnt), nil
+}
+
+// containsSpan reports whether one candidate holds offsets [off,
+// off+cnt-1] of n: n itself, a range of n around them, or the static
+// address at off.
+func containsSpan(cands []*entry, n *node, off, cnt uint64) bool {
+	for _, e := range cands {
+		switch {
+		case e.node != nil:
+			if e.node == n {
+				return true
+			}
+		case e.rng != nil:
+			if g := e.rng; g.node == n && g.lo <= off && off+cnt-1 <= g.hi {
+				return true
+			}
+		case e.host != nil:
+			if e.host.node == n && e.host.off == off && cnt == 1 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// describeCandidates names the first candidates of an address request
+// for an error message.
+func describeCandidates(cands []*entry) string {
+	if len(cands) == 0 {
+		return "nothing"
+	}
+	const shown = 3
+	var parts []string
+	for _, e := range cands[:min(len(cands), shown)] {
+		switch {
+		case e.node != nil:
+			parts = append(parts, string(e.node.kind)+" "+e.node.prefix.String())
+		case e.rng != nil:
+			s := e.rng.obj.spec
+			parts = append(parts, objName(ObjRange, s.Key)+" ("+s.Start.String()+"-"+s.End.String()+")")
+		case e.host != nil:
+			parts = append(parts, "static address "+e.host.addr.String()+" of "+objName(ObjPrefix, e.host.obj.spec.Key))
+		}
+	}
+	if len(cands) > shown {
+		parts = append(parts, fmt.Sprintf("%d more", len(cands)-shown))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // placePrefix carves a sub-prefix: exactly spec.prefix, or the best fit of

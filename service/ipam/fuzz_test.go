@@ -26,7 +26,7 @@ func fuzzBase(t testing.TB) *Allocator {
 func fuzzOp(a *Allocator, op, x, y byte) (string, error) {
 	k := Key{Owner: fmt.Sprintf("o%d", x%2), Namespace: "ns", Name: fmt.Sprintf("k%d", x%12)}
 	net := Labels{LabelNetworkInstance: "v", LabelNetworkName: fmt.Sprintf("net%d", y%3)}
-	switch op % 9 {
+	switch op % 10 {
 	case 0:
 		_, err := a.Allocate(context.Background(), Allocation{Key: k, Selector: net})
 		return "alloc " + k.Name, err
@@ -59,13 +59,27 @@ func fuzzOp(a *Allocator, op, x, y byte) (string, error) {
 		r := IPRange{Key: Key{Owner: "infra", Name: fmt.Sprintf("r%d", y%2)}, NetworkInstance: "v",
 			Start: netip.AddrFrom4([4]byte{10, 0, 0, 4 + x%8}), End: netip.AddrFrom4([4]byte{10, 0, 0, 12 + x%8}),
 			Labels: Labels{"range": fmt.Sprint(y % 2)}, PreAllocations: map[string]netip.Addr{"k3": netip.AddrFrom4([4]byte{10, 0, 0, 12})}}
+		if y%3 == 1 {
+			// Overlapping exclusions, merged.
+			r.Exclusions = []AddrRange{{netip.AddrFrom4([4]byte{10, 0, 0, 13}), netip.AddrFrom4([4]byte{10, 0, 0, 14})},
+				{netip.AddrFrom4([4]byte{10, 0, 0, 14}), netip.AddrFrom4([4]byte{10, 0, 0, 15})}}
+		}
 		if x%5 == 0 {
 			return "delrange", a.DeleteRange(context.Background(), r.Key)
 		}
 		return "range", a.CreateRange(context.Background(), r)
-	default:
+	case 8:
 		_, err := a.Allocate(context.Background(), Allocation{Key: k, Selector: Labels{LabelNetworkInstance: "v", "range": fmt.Sprint(y % 2)}})
 		return "range-alloc " + k.Name, err
+	default:
+		// An explicit address, checked against a range or network selector.
+		sel := net
+		if y%2 == 0 {
+			sel = Labels{LabelNetworkInstance: "v", "range": fmt.Sprint(y / 2 % 2)}
+		}
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 0, x % 32}), 27)
+		_, err := a.Allocate(context.Background(), Allocation{Key: k, Prefix: p, Selector: sel})
+		return "explicit " + p.String() + " " + k.Name, err
 	}
 }
 

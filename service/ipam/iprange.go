@@ -52,13 +52,12 @@ func (t *tx) putRange(os *ownerState, spec IPRange) error {
 	if err != nil {
 		return err
 	}
-	if old != nil {
-		if err := t.removeRange(old); err != nil {
+	o := &rangeObj{spec: spec, v: v}
+	if old == nil {
+		if err := t.addRange(o); err != nil {
 			return err
 		}
-	}
-	o := &rangeObj{spec: spec, v: v}
-	if err := t.addRange(o); err != nil {
+	} else if err := t.replaceRange(old, o); err != nil {
 		return err
 	}
 	t.setRange(os, nsn(spec.Key), o)
@@ -100,7 +99,7 @@ func (t *tx) addRange(o *rangeObj) error {
 		return err
 	}
 	if other := n.firstRangeOverlapping(lo, hi); other != nil {
-		return errf(ErrConflict, ObjRange, k, "spec.start", "%s-%s overlaps %s %s (%s-%s)", s.Start, s.End, ObjRange, other.obj.spec.Key,
+		return errf(ErrConflict, ObjRange, k, "spec.start", "%s-%s overlaps %s (%s-%s)", s.Start, s.End, objName(ObjRange, other.obj.spec.Key),
 			other.obj.spec.Start, other.obj.spec.End)
 	}
 	labels, bad := mergeLabels(systemLabels(v.name, n.kind, familyOf(s.Start), n.prefix.Bits(), n.network), s.Labels)
@@ -146,31 +145,86 @@ func (t *tx) addRange(o *rangeObj) error {
 	return nil
 }
 
+// replaceRange changes a range in place while allocations use it: it may
+// grow, shrink over free addresses, gain exclusions on free addresses and
+// gain or lose pre-allocations nobody claims. Plain allocations of the old
+// range must lie inside the new one; a claimed pre-allocation must keep
+// its address, and its allocation moves to the new range.
+func (t *tx) replaceRange(old, o *rangeObj) error {
+	g := old.rng
+	plain, claims := rangeUsers(g)
+	t.dropRange(old)
+	if err := t.addRange(o); err != nil {
+		return err
+	}
+	ng := o.rng
+	for _, off := range plain {
+		if ng.node != g.node || off < ng.lo || off > ng.hi {
+			return errf(ErrInUse, ObjRange, o.spec.Key, "spec.start", "the new range %s-%s drops address %s, allocated to %s",
+				o.spec.Start, o.spec.End, addOffset(g.node.prefix.Addr(), off), g.node.describeHolder(off))
+		}
+	}
+	for _, p := range claims {
+		np := ng.pre[p.name]
+		if np == nil || ng.node != g.node || np.off != p.off {
+			return errf(ErrInUse, ObjRange, o.spec.Key, "spec.preAllocations."+p.name, "the pre-allocated address %s of %s is allocated to %s; release it first",
+				addOffset(g.node.prefix.Addr(), p.off), p.name, objName(ObjAllocation, p.claim.req.Key))
+		}
+		t.movePreClaim(p, np)
+	}
+	return nil
+}
+
+// movePreClaim hands the allocation that claims p over to np, the same
+// pre-allocation of a replaced range.
+func (t *tx) movePreClaim(p, np *preAlloc) {
+	spec := p.claim
+	np.claim, spec.pre = spec, np
+	t.onUndo(func() { np.claim, spec.pre = nil, p })
+}
+
+// rangeUsers returns the offsets of g held by plain allocations and the
+// claimed pre-allocations of g, each in address order.
+func rangeUsers(g *ipRange) (plain []uint64, claims []*preAlloc) {
+	n := g.node
+	n.addrs.Ascend(g.lo, g.hi, func(off uint64) bool {
+		switch h := n.holders[off].(type) {
+		case *preAlloc:
+			if h.claim != nil {
+				claims = append(claims, h)
+			}
+		case nil:
+			if !n.isReserved(off) && n.excludedAt(off) == nil {
+				plain = append(plain, off)
+			}
+		}
+		return true
+	})
+	return plain, claims
+}
+
 // removeRange removes a range that no allocation uses.
 func (t *tx) removeRange(o *rangeObj) error {
 	g := o.rng
 	n := g.node
-	var user string
-	n.addrs.Ascend(g.lo, g.hi, func(off uint64) bool {
-		addr := addOffset(n.prefix.Addr(), off)
-		switch h := n.holders[off].(type) {
-		case *preAlloc:
-			if h.claim != nil {
-				user = fmt.Sprintf("address %s of the range is allocated to %s %s", addr, ObjAllocation, h.claim.req.Key)
-			}
-		case nil:
-			if n.isReserved(off) || n.excludedAt(off) != nil {
-				break
-			}
-			if o, ok := n.v.plainHolder(n, off); ok {
-				user = fmt.Sprintf("address %s of the range is allocated to %s %s", o.result().Prefix.Addr(), ObjAllocation, o.key())
-			}
-		}
-		return user == ""
-	})
-	if user != "" {
-		return errf(ErrInUse, ObjRange, o.spec.Key, "", "%s", user)
+	plain, claims := rangeUsers(g)
+	switch {
+	case len(claims) > 0:
+		p := claims[0]
+		return errf(ErrInUse, ObjRange, o.spec.Key, "", "address %s of the range is allocated to %s",
+			addOffset(n.prefix.Addr(), p.off), objName(ObjAllocation, p.claim.req.Key))
+	case len(plain) > 0:
+		return errf(ErrInUse, ObjRange, o.spec.Key, "", "address %s of the range is allocated to %s",
+			addOffset(n.prefix.Addr(), plain[0]), n.describeHolder(plain[0]))
 	}
+	t.dropRange(o)
+	return nil
+}
+
+// dropRange takes a range out of its node, whoever uses its addresses.
+func (t *tx) dropRange(o *rangeObj) {
+	g := o.rng
+	n := g.node
 	for _, p := range g.pre {
 		t.unhold(n, p.off, 1)
 	}
@@ -179,5 +233,4 @@ func (t *tx) removeRange(o *rangeObj) error {
 	old := n.ranges
 	n.ranges = slices.DeleteFunc(slices.Clone(old), func(r *ipRange) bool { return r == g })
 	t.onUndo(func() { n.ranges = old })
-	return nil
 }

@@ -218,16 +218,26 @@ func (v *vrf) overlapping(p netip.Prefix) *node {
 func (n *node) describe() string {
 	switch {
 	case n.decl != nil && n.decl.ni != nil:
-		return "NetworkInstance " + n.decl.ni.spec.Key.String()
+		return objName(ObjNetworkInstance, n.decl.ni.spec.Key)
 	case n.decl != nil:
-		return ObjPrefix + " " + n.decl.spec.Key.String()
+		return objName(ObjPrefix, n.decl.spec.Key)
 	case n.alloc != nil:
-		return ObjAllocation + " " + n.alloc.req.Key.String()
+		return objName(ObjAllocation, n.alloc.req.Key)
 	}
 	for r := range n.refs {
-		return ObjPrefix + " " + r.spec.Key.String()
+		return objName(ObjPrefix, r.spec.Key)
 	}
 	return "the network instance"
+}
+
+// objName names an object in a message about another one: its kind, key
+// and owner, so that a conflict with another owner's object of the same
+// name does not read as a conflict with itself.
+func objName(obj string, k Key) string {
+	if k.Owner == "" {
+		return obj + " " + k.String()
+	}
+	return obj + " " + k.String() + " of owner " + Quote(k.Owner)
 }
 
 // describeHolder names who holds offset off of n.
@@ -235,11 +245,11 @@ func (n *node) describeHolder(off uint64) string {
 	switch h := n.holders[off].(type) {
 	case *hostEntry:
 		if h.claim != nil {
-			return ObjAllocation + " " + h.claim.req.Key.String()
+			return objName(ObjAllocation, h.claim.req.Key)
 		}
-		return ObjPrefix + " " + h.obj.spec.Key.String()
+		return objName(ObjPrefix, h.obj.spec.Key)
 	case *preAlloc:
-		return "the pre-allocation of " + h.name + " in " + ObjRange + " " + h.rng.obj.spec.Key.String()
+		return "the pre-allocation of " + h.name + " in " + objName(ObjRange, h.rng.obj.spec.Key)
 	}
 	if n.isReserved(off) {
 		return "a reserved address of " + n.prefix.String()
@@ -248,8 +258,7 @@ func (n *node) describeHolder(off uint64) string {
 		return "an exclusion of " + n.prefix.String()
 	}
 	if o, ok := n.v.plainHolder(n, off); ok {
-		k := o.key()
-		return ObjAllocation + " " + k.String()
+		return objName(ObjAllocation, o.key())
 	}
 	return "another object"
 }

@@ -62,14 +62,15 @@ func normalizePrefix(p Prefix) (Prefix, error) {
 	return p, nil
 }
 
-func samePrefixPlacement(a, b Prefix) bool {
+// samePrefixNode reports whether a and b declare the same prefix, gateway
+// and all, whatever their exclusions and labels.
+func samePrefixNode(a, b Prefix) bool {
 	return a.NetworkInstance == b.NetworkInstance && a.Kind == b.Kind && a.Prefix == b.Prefix &&
-		a.Network == b.Network && slices.Equal(a.Exclusions, b.Exclusions) &&
-		a.Labels[LabelGateway] == b.Labels[LabelGateway]
+		a.Network == b.Network && a.Labels[LabelGateway] == b.Labels[LabelGateway]
 }
 
 func prefixEqual(a, b Prefix) bool {
-	return samePrefixPlacement(a, b) && maps.Equal(a.Labels, b.Labels)
+	return samePrefixNode(a, b) && slices.Equal(a.Exclusions, b.Exclusions) && maps.Equal(a.Labels, b.Labels)
 }
 
 // putPrefix creates or updates an IPPrefix of its owner.
@@ -93,7 +94,16 @@ func (t *tx) putPrefix(os *ownerState, spec Prefix) (Result, error) {
 		if prefixEqual(old.spec, spec) {
 			return old.result(), nil
 		}
-		if samePrefixPlacement(old.spec, spec) {
+		if samePrefixNode(old.spec, spec) {
+			// Labels and exclusions change in place, while the prefix
+			// holds allocations: a new exclusion must be free.
+			if !slices.Equal(old.spec.Exclusions, spec.Exclusions) {
+				n := old.node
+				t.removeExclusions(n, old)
+				if err := t.addExclusions(n, spec.Exclusions, old, ObjPrefix, spec.Key, "spec.exclusions"); err != nil {
+					return Result{}, err
+				}
+			}
 			if err := t.relabelPrefix(old, spec); err != nil {
 				return Result{}, err
 			}
@@ -332,7 +342,7 @@ func (t *tx) deletePrefixObj(o *prefixObj, obj string, key Key) error {
 	}
 	if h := o.host; h != nil {
 		if h.claim != nil {
-			return errf(ErrInUse, obj, key, "", "address %s is allocated to %s %s", h.addr, ObjAllocation, h.claim.req.Key)
+			return errf(ErrInUse, obj, key, "", "address %s is allocated to %s", h.addr, objName(ObjAllocation, h.claim.req.Key))
 		}
 		if n.gateway == h.addr {
 			if users := n.allocationCount(); users > 0 {

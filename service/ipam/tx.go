@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -460,12 +461,32 @@ func (n *node) firstRangeOverlapping(lo, hi uint64) *ipRange {
 // addExclusions marks spans of n excluded; every excluded address must be
 // free or reserved.
 func (t *tx) addExclusions(n *node, spans []AddrRange, by any, obj string, key Key, field string) error {
+	type span struct {
+		lo, hi uint64
+		i      int // the first of spans it covers, for messages
+	}
+	ss := make([]span, 0, len(spans))
 	for i, s := range spans {
-		f := fmt.Sprintf("%s[%d]", field, i)
-		lo, hi, err := n.span(s.Start, s.End, obj, key, f)
+		lo, hi, err := n.span(s.Start, s.End, obj, key, fmt.Sprintf("%s[%d]", field, i))
 		if err != nil {
 			return err
 		}
+		ss = append(ss, span{lo, hi, i})
+	}
+	// Overlapping and adjacent exclusions of one object are merged, as
+	// whereabouts merges .0/30, .4/30 and .6/31.
+	slices.SortFunc(ss, func(a, b span) int { return cmp.Or(cmp.Compare(a.lo, b.lo), cmp.Compare(a.i, b.i)) })
+	merged := ss[:0]
+	for _, s := range ss {
+		if m := len(merged) - 1; m >= 0 && s.lo <= merged[m].hi+1 && merged[m].hi+1 != 0 {
+			merged[m].hi = max(merged[m].hi, s.hi)
+			merged[m].i = min(merged[m].i, s.i)
+			continue
+		}
+		merged = append(merged, s)
+	}
+	for _, s := range merged {
+		lo, hi := s.lo, s.hi
 		var clash uint64
 		found := false
 		n.addrs.Ascend(lo, hi, func(off uint64) bool {
@@ -476,7 +497,7 @@ func (t *tx) addExclusions(n *node, spans []AddrRange, by any, obj string, key K
 			return false
 		})
 		if found {
-			return errf(ErrConflict, obj, key, f, "%s is held by %s", addOffset(n.prefix.Addr(), clash), n.describeHolder(clash))
+			return errf(ErrConflict, obj, key, fmt.Sprintf("%s[%d]", field, s.i), "%s is held by %s", addOffset(n.prefix.Addr(), clash), n.describeHolder(clash))
 		}
 		n.addrs.AddRange(lo, hi)
 		n.excl = append(n.excl, exclusion{lo: lo, hi: hi, by: by})

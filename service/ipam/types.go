@@ -259,7 +259,7 @@ type Committer interface {
 //
 // Identity, when set, is the stable id of the package that sends the
 // request. The owner is bound to the identity of the Sync that last
-// changed it; a Sync from another identity is refused with ErrConflict
+// changed it; a Sync from another identity is refused with ErrInUse
 // while the owner holds objects, unless Adopt is set: two packages that
 // share an owner by mistake (a copied package keeps its Kptfile name)
 // would otherwise prune each other's objects. A Sync without Identity is

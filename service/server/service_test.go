@@ -292,7 +292,7 @@ func TestErrorCodes(t *testing.T) {
 				return call(c.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: &ipamv1.Allocation{Key: key("static"), NetworkInstance: "vpc-1", Prefix: "10.0.1.2/24"}}))
 			},
 			code: codes.AlreadyExists,
-			msg:  "IPAllocation default/static: spec.prefix: 10.0.1.2 is already held by IPAllocation default/alloc1",
+			msg:  "IPAllocation default/static: spec.prefix: 10.0.1.2 is already held by IPAllocation default/alloc1 of owner \"test\"",
 			item: &item{"IPAllocation", "static", "spec.prefix", codes.AlreadyExists},
 		},
 		{
@@ -301,7 +301,7 @@ func TestErrorCodes(t *testing.T) {
 				return call(c.CreatePrefix(ctx, &ipamv1.CreatePrefixRequest{Prefix: &ipamv1.Prefix{Key: key("dup"), NetworkInstance: "vpc-1", Kind: "pool", Prefix: "10.0.1.0/24"}}))
 			},
 			code: codes.AlreadyExists,
-			msg:  "IPPrefix default/dup: spec.prefix: 10.0.1.0/24 already exists in network instance vpc-1 (network IPPrefix default/net1-prefix1)",
+			msg:  "IPPrefix default/dup: spec.prefix: 10.0.1.0/24 already exists in network instance vpc-1 (network IPPrefix default/net1-prefix1 of owner \"test\")",
 			item: &item{"IPPrefix", "dup", "spec.prefix", codes.AlreadyExists},
 		},
 		{
@@ -388,7 +388,7 @@ func TestSyncAllOrNothing(t *testing.T) {
 	)
 	bad.Prefixes = append(bad.Prefixes, &ipamv1.Prefix{Key: &ipamv1.Key{Namespace: "default", Name: "net3"}, NetworkInstance: "vpc-1", Prefix: "10.0.3.0/24", Network: "net3"})
 	_, err = c.Sync(ctx, bad)
-	st := wantStatus(t, err, codes.AlreadyExists, "IPAllocation default/a4: spec.prefix: 10.0.1.3 is already held by IPAllocation default/a2")
+	st := wantStatus(t, err, codes.AlreadyExists, "IPAllocation default/a4: spec.prefix: 10.0.1.3 is already held by IPAllocation default/a2 of owner \"pkg1\"")
 	f := syncFailure(t, st)
 	if len(f.GetItems()) != 1 || f.GetItems()[0].GetKey().GetOwner() != "pkg1" || f.GetItems()[0].GetKey().GetName() != "a4" ||
 		f.GetItems()[0].GetField() != "spec.prefix" || codes.Code(f.GetItems()[0].GetCode()) != codes.AlreadyExists {

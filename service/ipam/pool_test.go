@@ -1,0 +1,256 @@
+package ipam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// poolFixture is a VRF with network 10.0.1.0/24 (net1) and a pool of two
+// ranges labelled pool=p: 10.0.1.10-19 and 10.0.1.20-29, the second
+// pre-allocating 10.0.1.25 to the name m5.
+func poolFixture(t *testing.T) *Allocator {
+	t.Helper()
+	a := New()
+	ctx := context.Background()
+	infra := func(n string) Key { return Key{Owner: "infra", Name: n} }
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(a.CreateNetworkInstance(ctx, NetworkInstance{Key: infra("vpc-1"), Prefixes: []VRFPrefix{{Prefix: mustPrefix("10.0.0.0/8")}}}))
+	_, err := a.CreatePrefix(ctx, Prefix{Key: infra("net1"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.0/24"), Network: "net1"})
+	must(err)
+	_, err = a.CreatePrefix(ctx, Prefix{Key: infra("net2"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.50.1.0/24"), Network: "net2"})
+	must(err)
+	must(a.CreateRange(ctx, IPRange{Key: infra("r1"), NetworkInstance: "vpc-1", Start: mustAddr("10.0.1.10"), End: mustAddr("10.0.1.19"),
+		Labels: Labels{"pool": "p"}}))
+	must(a.CreateRange(ctx, IPRange{Key: infra("r2"), NetworkInstance: "vpc-1", Start: mustAddr("10.0.1.20"), End: mustAddr("10.0.1.29"),
+		Labels: Labels{"pool": "p"}, PreAllocations: map[string]netip.Addr{"m5": mustAddr("10.0.1.25")}}))
+	return a
+}
+
+var poolSel = Labels{LabelNetworkInstance: "vpc-1", "pool": "p"}
+
+func appKey(ns, name string) Key { return Key{Owner: "app", Namespace: ns, Name: name} }
+
+// wantErr checks that err wraps sentinel, is about field and says every
+// one of msgs.
+func wantErr(t *testing.T, what string, err, sentinel error, field string, msgs ...string) {
+	t.Helper()
+	var e *Error
+	if !errors.Is(err, sentinel) || !errors.As(err, &e) || e.Field != field {
+		t.Fatalf("%s: err = %v, want %v on %s", what, err, sentinel, field)
+	}
+	for _, m := range msgs {
+		if !strings.Contains(err.Error(), m) {
+			t.Fatalf("%s: %q does not say %q", what, err, m)
+		}
+	}
+}
+
+// TestPreAllocationIsPoolWide: the name of a pre-allocation in the second
+// range of a pool gets it although the first range has free addresses;
+// nobody else ever gets it; the same name elsewhere is a conflict naming
+// the holder and its owner.
+func TestPreAllocationIsPoolWide(t *testing.T) {
+	a := poolFixture(t)
+	ctx := context.Background()
+	res, err := a.Allocate(ctx, Allocation{Key: appKey("default", "m5"), Selector: poolSel})
+	if err != nil || res.Prefix != mustPrefix("10.0.1.25/24") {
+		t.Fatalf("m5 = %v, %v; want 10.0.1.25/24", res.Prefix, err)
+	}
+	seen := map[netip.Prefix]bool{}
+	for i := range 19 {
+		res, err := a.Allocate(ctx, Allocation{Key: appKey("default", fmt.Sprint("h", i)), Selector: poolSel})
+		if err != nil || res.Prefix == mustPrefix("10.0.1.25/24") || seen[res.Prefix] {
+			t.Fatalf("h%d = %v, %v", i, res.Prefix, err)
+		}
+		seen[res.Prefix] = true
+	}
+	_, err = a.Allocate(ctx, Allocation{Key: appKey("default", "h19"), Selector: poolSel})
+	wantErr(t, "a full pool", err, ErrExhausted, "spec.selector")
+	_, err = a.Allocate(ctx, Allocation{Key: appKey("other", "m5"), Selector: poolSel})
+	wantErr(t, "m5 of another namespace", err, ErrConflict, "metadata.name", "10.0.1.25", `IPAllocation default/m5 of owner "app"`)
+	checkInvariants(t, a)
+}
+
+// TestExplicitAddressRules: an explicit address agrees with its name's
+// pre-allocation, lies in what the selector picks, and does not take
+// another owner's static address.
+func TestExplicitAddressRules(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		req     Allocation
+		want    string // the result, or
+		err     error  // the error on field, saying msgs
+		field   string
+		msgs    []string
+		prepare func(*testing.T, *Allocator)
+	}{
+		{name: "the pre-allocated address itself", req: Allocation{Key: appKey("", "m5"), Prefix: mustPrefix("10.0.1.25/24"), Selector: poolSel},
+			want: "10.0.1.25/24"},
+		{name: "another address than the pre-allocation", req: Allocation{Key: appKey("", "m5"), Prefix: mustPrefix("10.0.1.26/24"), Selector: poolSel},
+			err: ErrConflict, field: "spec.prefix", msgs: []string{"10.0.1.26 differs from 10.0.1.25", `IPRange r2 of owner "infra"`}},
+		{name: "another address than the pre-allocation, no selector",
+			req: Allocation{Key: appKey("", "m5"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.5/24")},
+			err: ErrConflict, field: "spec.prefix", msgs: []string{"10.0.1.5 differs from 10.0.1.25"}},
+		{name: "inside the selected range", req: Allocation{Key: appKey("", "x"), Prefix: mustPrefix("10.0.1.15/24"), Selector: poolSel},
+			want: "10.0.1.15/24"},
+		{name: "outside the selected ranges", req: Allocation{Key: appKey("", "x"), Prefix: mustPrefix("10.0.1.5/24"), Selector: poolSel},
+			err: ErrInvalid, field: "spec.prefix", msgs: []string{"10.0.1.5 is not in what selector", `IPRange r1 of owner "infra" (10.0.1.10-10.0.1.19)`}},
+		{name: "in another network than the selected one", req: Allocation{Key: appKey("", "x"), Prefix: mustPrefix("10.50.1.50/24"),
+			Selector: Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net1"}},
+			err: ErrInvalid, field: "spec.prefix", msgs: []string{"10.50.1.50 is not in what selector", "network 10.0.1.0/24"}},
+		{name: "a block across the end of the range", req: Allocation{Key: appKey("", "x"), Prefix: mustPrefix("10.0.1.18/24"), Count: 4, Selector: poolSel},
+			err: ErrInvalid, field: "spec.prefix"},
+		{name: "another owner's static address",
+			prepare: func(t *testing.T, a *Allocator) {
+				if _, err := a.CreatePrefix(context.Background(), Prefix{Key: Key{Owner: "infra", Name: "router"}, NetworkInstance: "vpc-1",
+					Prefix: mustPrefix("10.0.1.100/24"), Network: "net1"}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			req: Allocation{Key: appKey("", "x"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.100/24")},
+			err: ErrConflict, field: "spec.prefix", msgs: []string{`static address of IPPrefix router of owner "infra"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := poolFixture(t)
+			if tc.prepare != nil {
+				tc.prepare(t, a)
+			}
+			before := dump(a)
+			res, err := a.Allocate(context.Background(), tc.req)
+			if tc.err != nil {
+				wantErr(t, tc.name, err, tc.err, tc.field, tc.msgs...)
+				if dump(a) != before {
+					t.Fatal("a refused allocation changed the state")
+				}
+				return
+			}
+			if err != nil || res.Prefix.String() != tc.want {
+				t.Fatalf("got %v, %v; want %s", res.Prefix, err, tc.want)
+			}
+			checkInvariants(t, a)
+		})
+	}
+}
+
+// TestExclusionsMerge: overlapping and adjacent exclusions of one object
+// are merged, as whereabouts does; an exclusion over another object's
+// exclusion is still a conflict.
+func TestExclusionsMerge(t *testing.T) {
+	a := poolFixture(t)
+	ctx := context.Background()
+	_, err := a.CreatePrefix(ctx, Prefix{Key: Key{Owner: "infra", Name: "net3"}, NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.3.0/24"),
+		Network: "net3", Exclusions: []AddrRange{
+			{mustAddr("10.0.3.4"), mustAddr("10.0.3.7")}, {mustAddr("10.0.3.0"), mustAddr("10.0.3.3")}, {mustAddr("10.0.3.6"), mustAddr("10.0.3.7")},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Allocate(ctx, Allocation{Key: appKey("", "x"), Selector: Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net3"}})
+	if err != nil || res.Prefix != mustPrefix("10.0.3.8/24") {
+		t.Fatalf("first address after .0/30, .4/30 and .6/31: %v, %v", res.Prefix, err)
+	}
+	err = a.CreateRange(ctx, IPRange{Key: Key{Owner: "infra", Name: "r3"}, NetworkInstance: "vpc-1", Start: mustAddr("10.0.3.0"), End: mustAddr("10.0.3.20"),
+		Exclusions: []AddrRange{{mustAddr("10.0.3.6"), mustAddr("10.0.3.6")}}})
+	wantErr(t, "over the prefix's exclusion", err, ErrConflict, "spec.exclusions[0]", "an exclusion of 10.0.3.0/24")
+	checkInvariants(t, a)
+}
+
+// TestRangesChangeInPlace: a range in use grows, shrinks over free
+// addresses, gains exclusions and pre-allocations on free addresses;
+// dropping an allocated address, or a claimed pre-allocation, is refused
+// naming the holder. A network prefix gains exclusions in place too.
+func TestRangesChangeInPlace(t *testing.T) {
+	a := poolFixture(t)
+	ctx := context.Background()
+	r1 := IPRange{Key: Key{Owner: "infra", Name: "r1"}, NetworkInstance: "vpc-1", Start: mustAddr("10.0.1.10"), End: mustAddr("10.0.1.16"),
+		Labels: Labels{"pool": "p"}, PreAllocations: map[string]netip.Addr{"m": mustAddr("10.0.1.15")}}
+	if err := a.CreateRange(ctx, r1); err != nil {
+		t.Fatal(err)
+	}
+	sel := Labels{LabelNetworkInstance: "vpc-1", "pool": "p"}
+	for _, x := range [][2]string{{"a", "10.0.1.10/24"}, {"b", "10.0.1.11/24"}, {"m", "10.0.1.15/24"}} {
+		if res, err := a.Allocate(ctx, Allocation{Key: appKey("", x[0]), Selector: sel}); err != nil || res.Prefix.String() != x[1] {
+			t.Fatalf("%s = %v, %v; want %s", x[0], res.Prefix, err, x[1])
+		}
+	}
+	edit := func(f func(r *IPRange)) IPRange {
+		r := r1
+		r.PreAllocations = map[string]netip.Addr{"m": mustAddr("10.0.1.15")}
+		f(&r)
+		return r
+	}
+	for _, tc := range []struct {
+		name  string
+		r     IPRange
+		err   error
+		field string
+		msgs  []string
+	}{
+		{name: "grow", r: edit(func(r *IPRange) { r.End = mustAddr("10.0.1.19") })},
+		{name: "shrink over free addresses", r: edit(func(r *IPRange) { r.End = mustAddr("10.0.1.16") })},
+		{name: "exclude a free address", r: edit(func(r *IPRange) {
+			r.End = mustAddr("10.0.1.16")
+			r.Exclusions = []AddrRange{{mustAddr("10.0.1.13"), mustAddr("10.0.1.14")}}
+		})},
+		{name: "pre-allocate a free address", r: edit(func(r *IPRange) {
+			r.End = mustAddr("10.0.1.16")
+			r.Exclusions = []AddrRange{{mustAddr("10.0.1.13"), mustAddr("10.0.1.14")}}
+			r.PreAllocations["n"] = mustAddr("10.0.1.16")
+		})},
+		{name: "drop an allocated address", r: edit(func(r *IPRange) { r.Start = mustAddr("10.0.1.11") }),
+			err: ErrInUse, field: "spec.start", msgs: []string{"drops address 10.0.1.10", `IPAllocation a of owner "app"`}},
+		{name: "exclude an allocated address", r: edit(func(r *IPRange) { r.Exclusions = []AddrRange{{mustAddr("10.0.1.11"), mustAddr("10.0.1.11")}} }),
+			err: ErrConflict, field: "spec.exclusions[0]", msgs: []string{`IPAllocation b of owner "app"`}},
+		{name: "drop a claimed pre-allocation", r: edit(func(r *IPRange) { delete(r.PreAllocations, "m") }),
+			err: ErrInUse, field: "spec.preAllocations.m", msgs: []string{`IPAllocation m of owner "app"`}},
+		{name: "move a claimed pre-allocation", r: edit(func(r *IPRange) { r.PreAllocations["m"] = mustAddr("10.0.1.12") }),
+			err: ErrInUse, field: "spec.preAllocations.m"},
+	} {
+		before := dump(a)
+		err := a.CreateRange(ctx, tc.r)
+		if tc.err != nil {
+			wantErr(t, tc.name, err, tc.err, tc.field, tc.msgs...)
+			if dump(a) != before {
+				t.Fatalf("%s: a refused change changed the state", tc.name)
+			}
+		} else if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		checkInvariants(t, a)
+	}
+	// The pre-allocation added in place serves its name; the moved claim
+	// of m is released with m and serves m again.
+	if res, err := a.Allocate(ctx, Allocation{Key: appKey("", "n"), Selector: sel}); err != nil || res.Prefix != mustPrefix("10.0.1.16/24") {
+		t.Fatalf("n = %v, %v", res.Prefix, err)
+	}
+	if err := a.Release(ctx, appKey("", "m")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := a.Allocate(ctx, Allocation{Key: appKey("", "m"), Selector: sel}); err != nil || res.Prefix != mustPrefix("10.0.1.15/24") {
+		t.Fatalf("m again = %v, %v", res.Prefix, err)
+	}
+	// A network prefix with allocations gains an exclusion on a free
+	// address, not on an allocated one.
+	net1 := Prefix{Key: Key{Owner: "infra", Name: "net1"}, NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.1.0/24"), Network: "net1"}
+	net1.Exclusions = []AddrRange{{mustAddr("10.0.1.200"), mustAddr("10.0.1.210")}}
+	if _, err := a.CreatePrefix(ctx, net1); err != nil {
+		t.Fatal(err)
+	}
+	net1.Exclusions = []AddrRange{{mustAddr("10.0.1.10"), mustAddr("10.0.1.10")}}
+	_, err := a.CreatePrefix(ctx, net1)
+	wantErr(t, "exclude an allocated address of a network", err, ErrConflict, "spec.exclusions[0]", `IPAllocation a of owner "app"`)
+	checkInvariants(t, a)
+	restored := New()
+	if err := restored.Apply(a.Snapshot(nil)); err != nil || dump(restored) != dump(a) {
+		t.Fatalf("restore: %v", err)
+	}
+}
