@@ -337,8 +337,12 @@ func TestOwnerIdentityAcrossReplicas(t *testing.T) {
 	if err != nil || res.Adopted != "id-A" {
 		t.Fatalf("adopt: %+v, %v", res, err)
 	}
+	// A change from the first package reaches etcd stale, catches up and
+	// is refused. (A request that changes nothing in a's view commits
+	// nothing, so a may still answer it from before the adoption.)
 	req.Identity, req.Adopt = "id-A", false
+	req.NetworkInstances = append(req.NetworkInstances, ipam.NetworkInstance{Key: ipam.Key{Name: "vpc-2"}})
 	if _, err := a.Sync(ctx, req); !errors.Is(err, ipam.ErrInUse) {
-		t.Fatalf("the first package after the adoption: %v, want refused", err)
+		t.Fatalf("a change from the first package after the adoption: %v, want refused", err)
 	}
 }
