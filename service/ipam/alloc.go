@@ -397,11 +397,11 @@ func (t *tx) setClaim(p **allocSpec, s *allocSpec) {
 // addrResult builds the result of addresses [off, off+cnt-1] of n (rule 4).
 func addrResult(n *node, off, cnt uint64) Result {
 	a := addOffset(n.prefix.Addr(), off)
-	bits := n.prefix.Bits()
-	if n.kind == KindLoopback {
-		bits = hostBits(a)
+	bits, gw := n.addrBits(off), n.gateway
+	if g := n.rangeAt(off); g != nil && g.obj.spec.Gateway.IsValid() {
+		gw = g.obj.spec.Gateway
 	}
-	r := Result{NetworkInstance: n.v.name, Prefix: netip.PrefixFrom(a, bits), Gateway: n.gateway}
+	r := Result{NetworkInstance: n.v.name, Prefix: netip.PrefixFrom(a, bits), Gateway: gw}
 	if cnt > 1 {
 		r.Last = addOffset(a, cnt-1)
 	}
@@ -569,10 +569,10 @@ func (t *tx) placeExactAddress(spec *allocSpec, r *Allocation, cnt uint64) (allo
 	if n == nil || n.kind != r.Kind {
 		return allocRec{}, errf(ErrNotFound, ObjAllocation, r.Key, "spec.prefix", "no %s prefix contains %s in network instance %s", r.Kind, a, v.name)
 	}
-	if b := r.Prefix.Bits(); b != n.prefix.Bits() && b != hostBits(a) {
-		return allocRec{}, errf(ErrInvalid, ObjAllocation, r.Key, "spec.prefix", "%s does not match %s %s; write %s", r.Prefix, n.kind, n.prefix, netip.PrefixFrom(a, n.prefix.Bits()))
-	}
 	off, ok := offsetOf(n.prefix.Addr(), a)
+	if b, want := r.Prefix.Bits(), n.addrBits(off); b != want && b != n.prefix.Bits() && b != hostBits(a) {
+		return allocRec{}, errf(ErrInvalid, ObjAllocation, r.Key, "spec.prefix", "%s does not match %s %s; write %s", r.Prefix, n.kind, n.prefix, netip.PrefixFrom(a, want))
+	}
 	if !ok || off > n.addrs.Last() || cnt-1 > n.addrs.Last()-off {
 		return allocRec{}, errf(ErrInvalid, ObjAllocation, r.Key, "spec.prefix", "%s (count %d) does not fit in %s", a, cnt, n.prefix)
 	}

@@ -64,6 +64,11 @@ func fuzzOp(a *Allocator, op, x, y byte) (string, error) {
 			r.Exclusions = []AddrRange{{netip.AddrFrom4([4]byte{10, 0, 0, 13}), netip.AddrFrom4([4]byte{10, 0, 0, 14})},
 				{netip.AddrFrom4([4]byte{10, 0, 0, 14}), netip.AddrFrom4([4]byte{10, 0, 0, 15})}}
 		}
+		if y%3 == 2 {
+			// Its own length (invalid when the range crosses its /28)
+			// and a gateway inside it.
+			r.PrefixLength, r.Gateway = 28, netip.AddrFrom4([4]byte{10, 0, 0, 11 + x%2})
+		}
 		if x%5 == 0 {
 			return "delrange", a.DeleteRange(context.Background(), r.Key)
 		}

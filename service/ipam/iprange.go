@@ -24,12 +24,24 @@ func normalizeRange(r IPRange) (IPRange, error) {
 	if r.End.Less(r.Start) {
 		return r, errf(ErrInvalid, ObjRange, k, "spec.end", "end %s is before start %s", r.End, r.Start)
 	}
+	if r.PrefixLength != 0 {
+		if r.PrefixLength < 1 || r.PrefixLength > hostBits(r.Start) {
+			return r, errf(ErrInvalid, ObjRange, k, "spec.prefixLength", "%d is not between 1 and %d", r.PrefixLength, hostBits(r.Start))
+		}
+		if p := netip.PrefixFrom(r.Start, r.PrefixLength).Masked(); !p.Contains(r.End) {
+			return r, errf(ErrInvalid, ObjRange, k, "spec.prefixLength", "%s-%s is not inside one /%d (%s)", r.Start, r.End, r.PrefixLength, p)
+		}
+	}
+	if r.Gateway.IsValid() && r.Gateway.Is4() != r.Start.Is4() {
+		return r, errf(ErrInvalid, ObjRange, k, "spec.gateway", "%s is not of the family of %s", r.Gateway, r.Start)
+	}
 	return r, nil
 }
 
 func rangeEqual(a, b IPRange) bool {
 	return a.Key == b.Key && a.NetworkInstance == b.NetworkInstance && a.Start == b.Start && a.End == b.End &&
-		maps.Equal(a.Labels, b.Labels) && slices.Equal(a.Exclusions, b.Exclusions) && maps.Equal(a.PreAllocations, b.PreAllocations)
+		maps.Equal(a.Labels, b.Labels) && slices.Equal(a.Exclusions, b.Exclusions) && maps.Equal(a.PreAllocations, b.PreAllocations) &&
+		a.PrefixLength == b.PrefixLength && a.Gateway == b.Gateway
 }
 
 // putRange creates or replaces an IP range of its owner.
@@ -124,7 +136,12 @@ func (t *tx) addRange(o *rangeObj) error {
 			return errf(ErrInvalid, ObjRange, k, f, "%s-%s is not inside the range %s-%s", x.Start, x.End, s.Start, s.End)
 		}
 	}
-	if err := t.addExclusions(n, s.Exclusions, g, ObjRange, k, "spec.exclusions"); err != nil {
+	excl := s.Exclusions
+	if gw := s.Gateway; gw.IsValid() && !gw.Less(s.Start) && !s.End.Less(gw) {
+		// The range's own gateway is never allocated.
+		excl = append(slices.Clip(excl), AddrRange{Start: gw, End: gw})
+	}
+	if err := t.addExclusions(n, excl, g, ObjRange, k, "spec.exclusions"); err != nil {
 		return err
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.PreAllocations)) {

@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 	"sync"
@@ -150,6 +151,34 @@ func (n *node) excludedAt(off uint64) *exclusion {
 }
 
 func (n *node) isReserved(off uint64) bool { return slices.Contains(n.reserved, off) }
+
+// rangeAt returns the range of n that holds offset off, or nil.
+func (n *node) rangeAt(off uint64) *ipRange {
+	if len(n.ranges) == 0 {
+		return nil
+	}
+	// n.ranges are sorted by lo and do not overlap.
+	i, _ := slices.BinarySearchFunc(n.ranges, off, func(g *ipRange, off uint64) int { return cmp.Compare(g.lo, off) })
+	if i < len(n.ranges) && n.ranges[i].lo == off {
+		return n.ranges[i]
+	}
+	if i > 0 && n.ranges[i-1].hi >= off {
+		return n.ranges[i-1]
+	}
+	return nil
+}
+
+// addrBits is the length an address at offset off of n is written with:
+// its range's, a loopback's host length, or n's.
+func (n *node) addrBits(off uint64) int {
+	if n.kind == KindLoopback {
+		return hostBits(n.prefix.Addr())
+	}
+	if g := n.rangeAt(off); g != nil && g.obj.spec.PrefixLength != 0 {
+		return g.obj.spec.PrefixLength
+	}
+	return n.prefix.Bits()
+}
 
 // busy reports whether n holds anything beyond its reservations and
 // exclusions: child prefixes, held addresses or ranges.

@@ -254,3 +254,58 @@ func TestRangesChangeInPlace(t *testing.T) {
 		t.Fatalf("restore: %v", err)
 	}
 }
+
+// TestRangePrefixLengthAndGateway: a range with its own prefix length and
+// gateway (Metal3 pools[].prefix and gateway) returns them with its
+// addresses, never hands out its gateway, accepts explicit addresses
+// written with its length, keeps them across a restore, and does not count
+// as a user of the network's gateway.
+func TestRangePrefixLengthAndGateway(t *testing.T) {
+	a := poolFixture(t)
+	ctx := context.Background()
+	rk := Key{Owner: "infra", Name: "r3"}
+	r3 := IPRange{Key: rk, NetworkInstance: "vpc-1", Start: mustAddr("10.0.1.120"), End: mustAddr("10.0.1.126"),
+		Labels: Labels{"pool": "b"}, PrefixLength: 25, Gateway: mustAddr("10.0.1.121")}
+	if err := a.CreateRange(ctx, r3); err != nil {
+		t.Fatal(err)
+	}
+	sel := Labels{LabelNetworkInstance: "vpc-1", "pool": "b"}
+	for _, want := range []string{"10.0.1.120/25", "10.0.1.122/25"} {
+		res, err := a.Allocate(ctx, Allocation{Key: appKey("", want), Selector: sel})
+		if err != nil || res.Prefix.String() != want || res.Gateway != mustAddr("10.0.1.121") {
+			t.Fatalf("got %v gw %v, %v; want %s gw 10.0.1.121", res.Prefix, res.Gateway, err, want)
+		}
+	}
+	res, err := a.Allocate(ctx, Allocation{Key: appKey("", "exact"), Prefix: mustPrefix("10.0.1.125/25"), Selector: sel})
+	if err != nil || res.Prefix != mustPrefix("10.0.1.125/25") {
+		t.Fatalf("explicit /25: %v, %v", res.Prefix, err)
+	}
+	_, err = a.Allocate(ctx, Allocation{Key: appKey("", "gw"), Prefix: mustPrefix("10.0.1.121/25"), Selector: sel})
+	wantErr(t, "the range's gateway", err, ErrConflict, "spec.prefix", "10.0.1.121")
+	// The network's own addresses keep the network's length.
+	res, err = a.Allocate(ctx, Allocation{Key: appKey("", "plain"), Selector: Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net1"}})
+	if err != nil || res.Prefix.Bits() != 24 {
+		t.Fatalf("network address: %v, %v", res.Prefix, err)
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(r *IPRange)
+		field string
+	}{
+		{"length too long", func(r *IPRange) { r.PrefixLength = 33 }, "spec.prefixLength"},
+		{"range across its /30", func(r *IPRange) { r.PrefixLength = 30 }, "spec.prefixLength"},
+		{"gateway of another family", func(r *IPRange) { r.Gateway = mustAddr("2001:db8::1") }, "spec.gateway"},
+	} {
+		r := r3
+		tc.edit(&r)
+		wantErr(t, tc.name, a.CreateRange(ctx, r), ErrInvalid, tc.field)
+	}
+	restored := New()
+	if err := restored.Apply(a.Snapshot(nil)); err != nil || dump(restored) != dump(a) {
+		t.Fatalf("restore: %v", err)
+	}
+	if got, err := restored.GetAllocation(appKey("", "10.0.1.120/25")); err != nil || got.Result.Gateway != mustAddr("10.0.1.121") {
+		t.Fatalf("restored: %+v, %v", got.Result, err)
+	}
+	checkInvariants(t, a)
+}

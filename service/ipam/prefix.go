@@ -345,7 +345,7 @@ func (t *tx) deletePrefixObj(o *prefixObj, obj string, key Key) error {
 			return errf(ErrInUse, obj, key, "", "address %s is allocated to %s", h.addr, objName(ObjAllocation, h.claim.req.Key))
 		}
 		if n.gateway == h.addr {
-			if users := n.allocationCount(); users > 0 {
+			if users := n.gatewayUsers(); users > 0 {
 				return errf(ErrInUse, obj, key, "", "gateway %s of %s is still the gateway of %d allocation(s)", h.addr, n.prefix, users)
 			}
 			t.setGateway(n, netip.Addr{})
@@ -377,6 +377,40 @@ func (t *tx) deletePrefixObj(o *prefixObj, obj string, key Key) error {
 }
 
 // allocationCount counts the allocations holding addresses of n.
+// gatewayUsers counts the allocations of n that are given n's gateway:
+// all but those of ranges with a gateway of their own.
+func (n *node) gatewayUsers() int {
+	if !slices.ContainsFunc(n.ranges, func(g *ipRange) bool { return g.obj.spec.Gateway.IsValid() }) {
+		return n.allocationCount()
+	}
+	own := func(off uint64) bool {
+		g := n.rangeAt(off)
+		return g != nil && g.obj.spec.Gateway.IsValid()
+	}
+	c := 0
+	for _, tb := range n.v.tables {
+		for i := range tb.Len() {
+			if r := tb.At(i); r.node == n && !own(r.off) {
+				c++
+			}
+		}
+	}
+	for off, h := range n.holders {
+		switch h := h.(type) {
+		case *hostEntry:
+			if h.claim != nil {
+				c++
+			}
+		case *preAlloc:
+			if h.claim != nil && !own(off) {
+				c++
+			}
+		}
+	}
+	return c
+}
+
+// allocationCount counts the allocations of n.
 func (n *node) allocationCount() int {
 	c := n.plain
 	for _, h := range n.holders {

@@ -121,6 +121,13 @@ type IPRange struct {
 	// PreAllocations reserve an address for the allocation of that name
 	// (Key.Name), as Metal3's preAllocations do.
 	PreAllocations map[string]netip.Addr
+	// PrefixLength, when set, is the length addresses of the range are
+	// written with (Metal3 pools[].prefix); 0 means the network's.
+	PrefixLength int
+	// Gateway, when valid, is the gateway returned with addresses of the
+	// range (Metal3 pools[].gateway) instead of the network's; inside the
+	// range it is never allocated.
+	Gateway netip.Addr
 }
 
 // Allocation is a request for an address, a block of consecutive addresses

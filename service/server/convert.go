@@ -172,6 +172,8 @@ func rangeFromProto(in *ipamv1.IPRange) (ipam.IPRange, error) {
 		End:             p.addr("spec.end", in.GetEnd()),
 		Labels:          labelsFromProto(in.GetLabels()),
 		Exclusions:      p.ranges("spec.exclusions", in.GetExclusions()),
+		PrefixLength:    int(in.GetPrefixLength()),
+		Gateway:         p.addr("spec.gateway", in.GetGateway()),
 	}
 	if pre := in.GetPreAllocations(); len(pre) > 0 {
 		out.PreAllocations = make(map[string]netip.Addr, len(pre))
@@ -193,6 +195,8 @@ func rangeToProto(in ipam.IPRange) *ipamv1.IPRange {
 		End:             addrString(in.End),
 		Labels:          labelsToProto(in.Labels),
 		Exclusions:      rangesToProto(in.Exclusions),
+		PrefixLength:    int32(in.PrefixLength),
+		Gateway:         addrString(in.Gateway),
 	}
 	if len(in.PreAllocations) > 0 {
 		out.PreAllocations = make(map[string]string, len(in.PreAllocations))

@@ -129,7 +129,7 @@ var commands = []command{
 
 	{name: "range list", short: "list ranges", flags: listFlags(true), run: runList(ipamv1.ObjectKind_OBJECT_KIND_RANGE)},
 	{name: "range get", short: "show a range", args: "NAME", nargs: 1, flags: getFlags, run: runGet(ipamv1.ObjectKind_OBJECT_KIND_RANGE)},
-	{name: "range create", short: "create a range", args: "NAME --vrf VRF --start A --end B [--label k=v]...", nargs: 1, flags: rangeCreateFlags, run: runRangeCreate},
+	{name: "range create", short: "create a range", args: "NAME --vrf VRF --start A --end B [--label k=v]... [--prefix-length N] [--gateway G]", nargs: 1, flags: rangeCreateFlags, run: runRangeCreate},
 	{name: "range delete", short: "delete a range", args: "NAME", nargs: 1, flags: getFlags, run: runDelete(ipamv1.ObjectKind_OBJECT_KIND_RANGE)},
 
 	{name: "alloc list", short: "list allocations", flags: listFlags(true), run: runList(ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION)},
@@ -355,10 +355,11 @@ func runPrefixCreate(ctx context.Context, c ipamv1.IPAMClient, out *printer, pos
 
 type rangeCreateOpts struct {
 	keyOpts
-	vrf, start, end string
-	labels          labelFlag
-	pre             labelFlag
-	exclude         listFlag
+	vrf, start, end, gateway string
+	prefixLength             int
+	labels                   labelFlag
+	pre                      labelFlag
+	exclude                  listFlag
 }
 
 func rangeCreateFlags(fs *flag.FlagSet) any {
@@ -370,6 +371,8 @@ func rangeCreateFlags(fs *flag.FlagSet) any {
 	fs.VarP(o.labels, "label", "l", "a label key=value (repeatable)")
 	fs.Var(o.pre, "pre-alloc", "reserve an address for the allocation of a name: NAME=ADDRESS (repeatable)")
 	fs.Var(&o.exclude, "exclude", "an excluded address range START-END (repeatable)")
+	fs.IntVar(&o.prefixLength, "prefix-length", 0, "write the range's addresses with this length instead of the network's")
+	fs.StringVar(&o.gateway, "gateway", "", "return this gateway with the range's addresses instead of the network's")
 	return o
 }
 
@@ -383,7 +386,7 @@ func runRangeCreate(ctx context.Context, c ipamv1.IPAMClient, out *printer, pos 
 		return err
 	}
 	r := &ipamv1.IPRange{Key: o.key(pos[0]), NetworkInstance: o.vrf, Start: o.start, End: o.end, Labels: o.labels,
-		PreAllocations: o.pre, Exclusions: excl}
+		PreAllocations: o.pre, Exclusions: excl, PrefixLength: int32(o.prefixLength), Gateway: o.gateway}
 	if _, err := c.CreateRange(ctx, &ipamv1.CreateRangeRequest{Range: r}); err != nil {
 		return err
 	}

@@ -35,7 +35,8 @@ import (
 //	prefix     = uvarint(mask) fields...   bits: 0 Key, 1 NetworkInstance, 2 Kind,
 //	             3 Prefix, 4 Network, 5 Labels, 6 Exclusions
 //	range      = uvarint(mask) fields...   bits: 0 Key, 1 NetworkInstance, 2 Start,
-//	             3 End, 4 Labels, 5 Exclusions, 6 PreAllocations
+//	             3 End, 4 Labels, 5 Exclusions, 6 PreAllocations, 7 PrefixLength,
+//	             8 Gateway
 //	alloc      = uvarint(mask) fields...   bits: 0 Key, 1 NetworkInstance, 2 Kind,
 //	             3 PrefixLength, 4 Prefix, 5 AddressFamily, 6 Selector, 7 Labels,
 //	             8 Count, 9 Result.NetworkInstance, 10 Result.Prefix,
@@ -63,10 +64,10 @@ import (
 // in key order, so an encoding is deterministic. Decoding rejects anything
 // else: an unknown version, op, mask bit or tag, a truncated field, a length
 // beyond the input, unsorted or duplicate map keys, or trailing bytes.
-// Ops 9 and 10 and the owner object came after the first release of
-// version 1; they only add records, so every earlier encoding still
-// decodes to the same record (and an older reader refuses the new ops as
-// unknown).
+// Ops 9 and 10, the owner object and range bits 7 and 8 came after the
+// first release of version 1; they only add what earlier encodings never
+// set, so every earlier encoding still decodes to the same record (and an
+// older reader refuses the new ops and bits as unknown).
 
 // Version is the format version written in the first byte of every
 // encoded record.
@@ -117,6 +118,8 @@ const (
 	rgLabels
 	rgExclusions
 	rgPreAllocs
+	rgPrefixLength
+	rgGateway
 	rgAll = 1<<iota - 1
 )
 
@@ -356,6 +359,8 @@ func appendRange(dst []byte, rk ipam.Key, r *ipam.IPRange) []byte {
 	bit(&m, rgLabels, len(r.Labels) > 0)
 	bit(&m, rgExclusions, len(r.Exclusions) > 0)
 	bit(&m, rgPreAllocs, len(r.PreAllocations) > 0)
+	bit(&m, rgPrefixLength, r.PrefixLength != 0)
+	bit(&m, rgGateway, r.Gateway != netip.Addr{})
 	dst = binary.AppendUvarint(dst, m)
 	if m&rgKey != 0 {
 		dst = appendKey(dst, r.Key)
@@ -380,6 +385,12 @@ func appendRange(dst []byte, rk ipam.Key, r *ipam.IPRange) []byte {
 		for _, k := range sortedKeys(nil, r.PreAllocations) {
 			dst = appendAddr(appendString(dst, k), r.PreAllocations[k])
 		}
+	}
+	if m&rgPrefixLength != 0 {
+		dst = binary.AppendVarint(dst, int64(r.PrefixLength))
+	}
+	if m&rgGateway != 0 {
+		dst = appendAddr(dst, r.Gateway)
 	}
 	return dst
 }
@@ -920,6 +931,12 @@ func (r *reader) rangeObj(rk ipam.Key) *ipam.IPRange {
 				g.PreAllocations[k], prev = a, k
 			}
 		}
+	}
+	if m&rgPrefixLength != 0 {
+		g.PrefixLength = r.int()
+	}
+	if m&rgGateway != 0 {
+		g.Gateway = r.addr()
 	}
 	return g
 }

@@ -473,8 +473,14 @@ type IPRange struct {
 	Exclusions      []*AddrRange           `protobuf:"bytes,6,rep,name=exclusions,proto3" json:"exclusions,omitempty"`
 	// pre_allocations reserve an address for the allocation of that name.
 	PreAllocations map[string]string `protobuf:"bytes,7,rep,name=pre_allocations,json=preAllocations,proto3" json:"pre_allocations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// prefix_length, when set, is the length addresses of the range are
+	// written with (0: the network's).
+	PrefixLength int32 `protobuf:"varint,8,opt,name=prefix_length,json=prefixLength,proto3" json:"prefix_length,omitempty"`
+	// gateway, when set, is returned with addresses of the range instead of
+	// the network's; inside the range it is never allocated.
+	Gateway       string `protobuf:"bytes,9,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *IPRange) Reset() {
@@ -554,6 +560,20 @@ func (x *IPRange) GetPreAllocations() map[string]string {
 		return x.PreAllocations
 	}
 	return nil
+}
+
+func (x *IPRange) GetPrefixLength() int32 {
+	if x != nil {
+		return x.PrefixLength
+	}
+	return 0
+}
+
+func (x *IPRange) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
 }
 
 // Allocation requests an address (kind network or loopback), a block of
@@ -2320,7 +2340,7 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"exclusions\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb3\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf2\x03\n" +
 	"\aIPRange\x12\x1e\n" +
 	"\x03key\x18\x01 \x01(\v2\f.ipam.v1.KeyR\x03key\x12)\n" +
 	"\x10network_instance\x18\x02 \x01(\tR\x0fnetworkInstance\x12\x14\n" +
@@ -2330,7 +2350,9 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"\n" +
 	"exclusions\x18\x06 \x03(\v2\x12.ipam.v1.AddrRangeR\n" +
 	"exclusions\x12M\n" +
-	"\x0fpre_allocations\x18\a \x03(\v2$.ipam.v1.IPRange.PreAllocationsEntryR\x0epreAllocations\x1a9\n" +
+	"\x0fpre_allocations\x18\a \x03(\v2$.ipam.v1.IPRange.PreAllocationsEntryR\x0epreAllocations\x12#\n" +
+	"\rprefix_length\x18\b \x01(\x05R\fprefixLength\x12\x18\n" +
+	"\agateway\x18\t \x01(\tR\agateway\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
