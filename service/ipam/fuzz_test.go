@@ -37,7 +37,8 @@ func fuzzOp(a *Allocator, op, x, y byte) (string, error) {
 		return "pool " + k.Name, err
 	case 3:
 		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 2 + y%4, (x % 4) * 64}), 26+int(x%3))
-		_, err := a.CreatePrefix(context.Background(), Prefix{Key: Key{Owner: "infra", Name: fmt.Sprintf("n%d", y%4)}, NetworkInstance: "v", Prefix: p, Network: fmt.Sprintf("net%d", y%3)})
+		_, err := a.CreatePrefix(context.Background(), Prefix{Key: Key{Owner: "infra", Name: fmt.Sprintf("n%d", y%4)}, NetworkInstance: "v", Prefix: p,
+			Network: fmt.Sprintf("net%d", y%3), AllocateReserved: x&8 != 0})
 		return "prefix " + p.String(), err
 	case 4:
 		return "delprefix", a.DeletePrefix(context.Background(), Key{Owner: "infra", Name: fmt.Sprintf("n%d", y%4)})

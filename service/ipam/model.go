@@ -67,6 +67,7 @@ type node struct {
 	holders  map[uint64]any // *hostEntry, *preAlloc
 	plain    int            // plain allocations placed in addrs
 	reserved []uint64       // offsets reserved by rule 3 (network and broadcast)
+	optIn    int            // prefixes opting in to allocating the reserved offsets
 	excl     []exclusion
 	ranges   []*ipRange // sorted by lo
 

@@ -309,3 +309,52 @@ func TestRangePrefixLengthAndGateway(t *testing.T) {
 	}
 	checkInvariants(t, a)
 }
+
+// TestAllocateReserved: a network that opts in hands out its first and
+// last addresses (Cluster API allocateReservedIPAddresses) but not its
+// gateway; it reserves them again when the last prefix that opted in
+// goes, which is refused while they are allocated.
+func TestAllocateReserved(t *testing.T) {
+	a := poolFixture(t)
+	ctx := context.Background()
+	net := Prefix{Key: Key{Owner: "infra", Name: "net4"}, NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.4.1/29"), Network: "net4",
+		Labels: Labels{LabelGateway: "true"}, AllocateReserved: true}
+	if _, err := a.CreatePrefix(ctx, net); err != nil {
+		t.Fatal(err)
+	}
+	sel := Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net4"}
+	var got []string
+	for i := range 7 {
+		res, err := a.Allocate(ctx, Allocation{Key: appKey("", fmt.Sprint("n", i)), Selector: sel})
+		if err != nil {
+			t.Fatalf("n%d: %v", i, err)
+		}
+		got = append(got, res.Prefix.Addr().String())
+	}
+	if want := "10.0.4.0 10.0.4.2 10.0.4.3 10.0.4.4 10.0.4.5 10.0.4.6 10.0.4.7"; strings.Join(got, " ") != want {
+		t.Fatalf("got %s, want %s (all but the gateway)", strings.Join(got, " "), want)
+	}
+	checkInvariants(t, a)
+	// Opting out while .0 and .7 are allocated is refused.
+	net.AllocateReserved = false
+	_, err := a.CreatePrefix(ctx, net)
+	wantErr(t, "opt out while allocated", err, ErrInUse, "spec.allocateReserved", "10.0.4.0", `IPAllocation n0 of owner "app"`)
+	for _, n := range []string{"n0", "n6"} {
+		if err := a.Release(ctx, appKey("", n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.CreatePrefix(ctx, net); err != nil {
+		t.Fatalf("opt out once free: %v", err)
+	}
+	_, err = a.Allocate(ctx, Allocation{Key: appKey("", "n7"), Selector: sel})
+	wantErr(t, "reserved again", err, ErrExhausted, "spec.selector")
+	checkInvariants(t, a)
+	_, err = a.CreatePrefix(ctx, Prefix{Key: Key{Owner: "infra", Name: "pool"}, NetworkInstance: "vpc-1", Kind: KindPool,
+		Prefix: mustPrefix("10.9.0.0/16"), AllocateReserved: true})
+	wantErr(t, "a pool", err, ErrInvalid, "spec.allocateReserved")
+	restored := New()
+	if err := restored.Apply(a.Snapshot(nil)); err != nil || dump(restored) != dump(a) {
+		t.Fatalf("restore: %v", err)
+	}
+}

@@ -59,6 +59,9 @@ func normalizePrefix(p Prefix) (Prefix, error) {
 	if len(p.Exclusions) > 0 && p.Kind != KindNetwork {
 		return p, errf(ErrInvalid, ObjPrefix, p.Key, "spec.exclusions", "only network prefixes have exclusions")
 	}
+	if p.AllocateReserved && p.Kind != KindNetwork {
+		return p, errf(ErrInvalid, ObjPrefix, p.Key, "spec.allocateReserved", "only network prefixes reserve addresses")
+	}
 	return p, nil
 }
 
@@ -70,7 +73,8 @@ func samePrefixNode(a, b Prefix) bool {
 }
 
 func prefixEqual(a, b Prefix) bool {
-	return samePrefixNode(a, b) && slices.Equal(a.Exclusions, b.Exclusions) && maps.Equal(a.Labels, b.Labels)
+	return samePrefixNode(a, b) && slices.Equal(a.Exclusions, b.Exclusions) && maps.Equal(a.Labels, b.Labels) &&
+		a.AllocateReserved == b.AllocateReserved
 }
 
 // putPrefix creates or updates an IPPrefix of its owner.
@@ -101,6 +105,11 @@ func (t *tx) putPrefix(os *ownerState, spec Prefix) (Result, error) {
 				n := old.node
 				t.removeExclusions(n, old)
 				if err := t.addExclusions(n, spec.Exclusions, old, ObjPrefix, spec.Key, "spec.exclusions"); err != nil {
+					return Result{}, err
+				}
+			}
+			if d := optIn(spec) - optIn(old.spec); d != 0 {
+				if err := t.optInReserved(old.node, d, ObjPrefix, spec.Key); err != nil {
 					return Result{}, err
 				}
 			}
@@ -162,9 +171,73 @@ func (o *prefixObj) result() Result {
 	return r
 }
 
-// addPrefixObj places a prefix: a node of its kind, or for a network with a
-// host part a static address in its (possibly new) subnet.
+// addPrefixObj places a prefix (placePrefixObj) and counts its opt-in to
+// allocating its network's reserved addresses.
 func (t *tx) addPrefixObj(v *vrf, spec Prefix, ni *niObj, obj string, key Key, field string) (*prefixObj, error) {
+	o, err := t.placePrefixObj(v, spec, ni, obj, key, field)
+	if err != nil || optIn(spec) == 0 {
+		return o, err
+	}
+	return o, t.optInReserved(o.node, 1, obj, key)
+}
+
+// optIn is 1 when p opts its network in to allocating reserved addresses.
+func optIn(p Prefix) int {
+	if p.AllocateReserved {
+		return 1
+	}
+	return 0
+}
+
+// optInReserved adds d to the prefixes of n that opt in to allocating its
+// reserved addresses. The first opt-in frees them; when the last one goes
+// they are reserved again, which must find them free.
+func (t *tx) optInReserved(n *node, d int, obj string, key Key) error {
+	old := n.optIn
+	n.optIn += d
+	t.onUndo(func() { n.optIn = old })
+	switch {
+	case old == 0 && n.optIn > 0:
+		reserved := n.reserved
+		for _, off := range reserved {
+			if n.excludedAt(off) == nil {
+				n.addrs.Remove(off)
+			}
+		}
+		n.reserved = nil
+		t.onUndo(func() {
+			n.reserved = reserved
+			for _, off := range reserved {
+				n.addrs.Add(off)
+			}
+		})
+	case old > 0 && n.optIn == 0:
+		offs := ruleThreeOffsets(n.prefix)
+		for _, off := range offs {
+			if n.addrs.Has(off) && n.excludedAt(off) == nil {
+				return errf(ErrInUse, obj, key, "spec.allocateReserved", "%s must be reserved again but is held by %s",
+					addOffset(n.prefix.Addr(), off), n.describeHolder(off))
+			}
+		}
+		for _, off := range offs {
+			n.addrs.Add(off)
+		}
+		n.reserved = offs
+		t.onUndo(func() {
+			n.reserved = nil
+			for _, off := range offs {
+				if n.excludedAt(off) == nil {
+					n.addrs.Remove(off)
+				}
+			}
+		})
+	}
+	return nil
+}
+
+// placePrefixObj places a prefix: a node of its kind, or for a network
+// with a host part a static address in its (possibly new) subnet.
+func (t *tx) placePrefixObj(v *vrf, spec Prefix, ni *niObj, obj string, key Key, field string) (*prefixObj, error) {
 	o := &prefixObj{spec: spec, v: v, ni: ni}
 	canon := spec.Prefix.Masked()
 	hb := hostBits(canon.Addr())
@@ -337,6 +410,11 @@ func (t *tx) relabelPrefix(o *prefixObj, spec Prefix) error {
 // deletePrefixObj removes what addPrefixObj placed.
 func (t *tx) deletePrefixObj(o *prefixObj, obj string, key Key) error {
 	n := o.node
+	if d := optIn(o.spec); d != 0 {
+		if err := t.optInReserved(n, -d, obj, key); err != nil {
+			return err
+		}
+	}
 	if n.isBitmap() {
 		t.removeExclusions(n, o)
 	}

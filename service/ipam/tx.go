@@ -270,13 +270,8 @@ func (t *tx) insertNode(v *vrf, p netip.Prefix, kind Kind, network string, user 
 	case KindNetwork, KindLoopback:
 		n.addrs = addrset.New(lastOffset(p))
 		n.holders = make(map[uint64]any)
-		if kind == KindNetwork && hostBits(p.Addr())-p.Bits() > 1 {
-			// Rule 3: the first and last address of a network are reserved;
-			// the last is beyond reach when the prefix exceeds 2^64 addresses.
-			n.reserved = append(n.reserved, 0)
-			if hostBits(p.Addr())-p.Bits() <= 64 {
-				n.reserved = append(n.reserved, lastOffset(p))
-			}
+		if kind == KindNetwork {
+			n.reserved = ruleThreeOffsets(p)
 			for _, off := range n.reserved {
 				n.addrs.Add(off)
 			}
@@ -421,6 +416,20 @@ func freePlain(n *node, off, cnt uint64) {
 // nextFree returns the lowest free offset of n in [lo, hi] outside every
 // range of n (ranges serve only the requests that select them); with
 // inRange set, ranges are not skipped.
+// ruleThreeOffsets are the offsets rule 3 reserves in network p: the first
+// and last address, none for /31, /32, /127 and /128, and no last one when
+// the prefix exceeds 2^64 addresses (it is beyond reach).
+func ruleThreeOffsets(p netip.Prefix) []uint64 {
+	free := hostBits(p.Addr()) - p.Bits()
+	switch {
+	case free <= 1:
+		return nil
+	case free <= 64:
+		return []uint64{0, lastOffset(p)}
+	}
+	return []uint64{0}
+}
+
 func (n *node) nextFree(lo, hi, cnt uint64, inRange bool) (uint64, bool) {
 	for lo <= hi {
 		var off uint64

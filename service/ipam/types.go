@@ -98,6 +98,11 @@ type Prefix struct {
 	// Exclusions are address ranges of a network prefix that are never
 	// handed out dynamically.
 	Exclusions []AddrRange
+	// AllocateReserved opts a network in to allocating its first and last
+	// addresses, which rule 3 otherwise reserves (Cluster API in-cluster
+	// pools' allocateReservedIPAddresses); the gateway stays unallocated.
+	// It holds while any prefix of the network sets it.
+	AllocateReserved bool
 }
 
 // AddrRange is an inclusive range of addresses of one family.

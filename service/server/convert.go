@@ -139,26 +139,28 @@ func networkInstanceToProto(ni ipam.NetworkInstance) *ipamv1.NetworkInstance {
 func prefixFromProto(in *ipamv1.Prefix) (ipam.Prefix, error) {
 	p := parser{obj: ipam.ObjPrefix, key: keyFromProto(in.GetKey())}
 	out := ipam.Prefix{
-		Key:             p.key,
-		NetworkInstance: in.GetNetworkInstance(),
-		Kind:            ipam.Kind(in.GetKind()),
-		Prefix:          p.prefix("spec.prefix", in.GetPrefix()),
-		Network:         in.GetNetwork(),
-		Labels:          labelsFromProto(in.GetLabels()),
-		Exclusions:      p.ranges("spec.exclusions", in.GetExclusions()),
+		Key:              p.key,
+		NetworkInstance:  in.GetNetworkInstance(),
+		Kind:             ipam.Kind(in.GetKind()),
+		Prefix:           p.prefix("spec.prefix", in.GetPrefix()),
+		Network:          in.GetNetwork(),
+		Labels:           labelsFromProto(in.GetLabels()),
+		Exclusions:       p.ranges("spec.exclusions", in.GetExclusions()),
+		AllocateReserved: in.GetAllocateReserved(),
 	}
 	return out, p.err()
 }
 
 func prefixToProto(in ipam.Prefix) *ipamv1.Prefix {
 	return &ipamv1.Prefix{
-		Key:             keyToProto(in.Key),
-		NetworkInstance: in.NetworkInstance,
-		Kind:            string(in.Kind),
-		Prefix:          prefixString(in.Prefix),
-		Network:         in.Network,
-		Labels:          labelsToProto(in.Labels),
-		Exclusions:      rangesToProto(in.Exclusions),
+		Key:              keyToProto(in.Key),
+		NetworkInstance:  in.NetworkInstance,
+		Kind:             string(in.Kind),
+		Prefix:           prefixString(in.Prefix),
+		Network:          in.Network,
+		Labels:           labelsToProto(in.Labels),
+		Exclusions:       rangesToProto(in.Exclusions),
+		AllocateReserved: in.AllocateReserved,
 	}
 }
 

@@ -320,6 +320,7 @@ func runVRFCreate(ctx context.Context, c ipamv1.IPAMClient, out *printer, pos []
 type prefixCreateOpts struct {
 	keyOpts
 	vrf, prefix, kind, network string
+	allocateReserved           bool
 	labels                     labelFlag
 	exclude                    listFlag
 }
@@ -333,6 +334,7 @@ func prefixCreateFlags(fs *flag.FlagSet) any {
 	fs.StringVar(&o.network, "network", "", "network name (nephio.org/network-name)")
 	fs.VarP(o.labels, "label", "l", "a label key=value (repeatable)")
 	fs.Var(&o.exclude, "exclude", "an excluded address range START-END of a network prefix (repeatable)")
+	fs.BoolVar(&o.allocateReserved, "allocate-reserved", false, "let a network hand out its first and last addresses")
 	return o
 }
 
@@ -346,7 +348,7 @@ func runPrefixCreate(ctx context.Context, c ipamv1.IPAMClient, out *printer, pos
 		return err
 	}
 	p := &ipamv1.Prefix{Key: o.key(pos[0]), NetworkInstance: o.vrf, Kind: o.kind, Prefix: o.prefix, Network: o.network,
-		Labels: o.labels, Exclusions: excl}
+		Labels: o.labels, Exclusions: excl, AllocateReserved: o.allocateReserved}
 	if _, err := c.CreatePrefix(ctx, &ipamv1.CreatePrefixRequest{Prefix: p}); err != nil {
 		return err
 	}

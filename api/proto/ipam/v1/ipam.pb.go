@@ -379,8 +379,11 @@ type Prefix struct {
 	Network         string                 `protobuf:"bytes,5,opt,name=network,proto3" json:"network,omitempty"`
 	Labels          map[string]string      `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Exclusions      []*AddrRange           `protobuf:"bytes,7,rep,name=exclusions,proto3" json:"exclusions,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// allocate_reserved opts a network in to allocating its first and last
+	// addresses (reserved by default); the gateway stays unallocated.
+	AllocateReserved bool `protobuf:"varint,8,opt,name=allocate_reserved,json=allocateReserved,proto3" json:"allocate_reserved,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Prefix) Reset() {
@@ -460,6 +463,13 @@ func (x *Prefix) GetExclusions() []*AddrRange {
 		return x.Exclusions
 	}
 	return nil
+}
+
+func (x *Prefix) GetAllocateReserved() bool {
+	if x != nil {
+		return x.AllocateReserved
+	}
+	return false
 }
 
 // IPRange is a selectable range of addresses inside one network.
@@ -2327,7 +2337,7 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"\x06labels\x18\x02 \x03(\v2\x1e.ipam.v1.VRFPrefix.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbd\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xea\x02\n" +
 	"\x06Prefix\x12\x1e\n" +
 	"\x03key\x18\x01 \x01(\v2\f.ipam.v1.KeyR\x03key\x12)\n" +
 	"\x10network_instance\x18\x02 \x01(\tR\x0fnetworkInstance\x12\x12\n" +
@@ -2337,7 +2347,8 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"\x06labels\x18\x06 \x03(\v2\x1b.ipam.v1.Prefix.LabelsEntryR\x06labels\x122\n" +
 	"\n" +
 	"exclusions\x18\a \x03(\v2\x12.ipam.v1.AddrRangeR\n" +
-	"exclusions\x1a9\n" +
+	"exclusions\x12+\n" +
+	"\x11allocate_reserved\x18\b \x01(\bR\x10allocateReserved\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf2\x03\n" +
