@@ -358,3 +358,79 @@ func TestAllocateReserved(t *testing.T) {
 		t.Fatalf("restore: %v", err)
 	}
 }
+
+// TestBlocksBoundToHolder: a block of N consecutive addresses is keyed by
+// its holder (the allocation's name, e.g. a node): the same holder gets
+// the same block again, its release frees exactly the block, and the next
+// holder gets the lowest run of N free addresses (first fit, no alignment).
+func TestBlocksBoundToHolder(t *testing.T) {
+	a := poolFixture(t)
+	ctx := context.Background()
+	sel := Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net2"}
+	block := func(node string, n int) string {
+		t.Helper()
+		res, err := a.Allocate(ctx, Allocation{Key: Key{Owner: "nvidia", Name: "pool-a/" + node}, Selector: sel, Count: n})
+		if err != nil {
+			t.Fatalf("%s: %v", node, err)
+		}
+		return res.Prefix.Addr().String() + "-" + res.Last.String()
+	}
+	for _, tc := range []struct{ node, want string }{
+		{"node-a", "10.50.1.1-10.50.1.15"},
+		{"node-b", "10.50.1.16-10.50.1.30"},
+		{"node-a", "10.50.1.1-10.50.1.15"}, // the same holder, the same block
+	} {
+		if got := block(tc.node, 15); got != tc.want {
+			t.Fatalf("%s: %s, want %s", tc.node, got, tc.want)
+		}
+	}
+	if err := a.Release(ctx, Key{Owner: "nvidia", Name: "pool-a/node-a"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := block("node-c", 10); got != "10.50.1.1-10.50.1.10" {
+		t.Fatalf("node-c: %s, want node-a's freed run", got)
+	}
+	if got := block("node-d", 8); got != "10.50.1.31-10.50.1.38" {
+		t.Fatalf("node-d: %s, want the lowest run of 8 (.11-.15 is too short)", got)
+	}
+	checkInvariants(t, a)
+}
+
+// TestTreeShowsSubnetKeptByStaticAddresses: when the gateway prefix that
+// declared a subnet is deleted while another owner's static address
+// remains, the tree shows the subnet as kept by that static address.
+func TestTreeShowsSubnetKeptByStaticAddresses(t *testing.T) {
+	a := poolFixture(t)
+	ctx := context.Background()
+	gw := Key{Owner: "site", Name: "net7-gw"}
+	for _, p := range []Prefix{
+		{Key: gw, NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.7.1/24"), Network: "net7", Labels: Labels{LabelGateway: "true"}},
+		{Key: Key{Owner: "router", Name: "net7-r1"}, NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.7.10/24"), Network: "net7"},
+	} {
+		if _, err := a.CreatePrefix(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node := func() TreeNode {
+		tree, err := a.Tree("vpc-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range tree {
+			if n.Prefix == mustPrefix("10.0.7.0/24") {
+				return n
+			}
+		}
+		t.Fatal("10.0.7.0/24 is not in the tree")
+		return TreeNode{}
+	}
+	if n := node(); n.StaticOnly || n.Name != "net7-gw" || n.Owner != "site" {
+		t.Fatalf("with its gateway prefix: %+v", n)
+	}
+	if err := a.DeletePrefix(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	if n := node(); !n.StaticOnly || n.Name != "net7-r1" || n.Owner != "router" {
+		t.Fatalf("after the gateway prefix went: %+v", n)
+	}
+}

@@ -267,6 +267,9 @@ func (a *Allocator) Tree(name string) ([]TreeNode, error) {
 				return compareNsName(nsn(x.spec.Key), nsn(y.spec.Key))
 			})
 			tn.Name, tn.Owner = first.spec.Key.String(), first.spec.Key.Owner
+			// Without a gateway no prefix declares the subnet any more:
+			// it stays for static addresses, maybe of other owners.
+			tn.StaticOnly = !n.gateway.IsValid()
 		}
 		tn.Network = n.network
 		if n.isBitmap() {

@@ -318,9 +318,13 @@ type TreeNode struct {
 	Prefix netip.Prefix
 	Kind   Kind
 	// Name and Owner name the object that declared the prefix; a subnet
-	// made by network prefixes with host parts names the first of them.
-	Name    string
-	Owner   string
+	// made by network prefixes with host parts (10.0.1.1/24 with the
+	// gateway label) names the first of them. A subnet that only static
+	// addresses keep (its gateway prefix was deleted, the static prefixes
+	// of other owners remain) is StaticOnly.
+	Name       string
+	Owner      string
+	StaticOnly bool
 	Network string // the network name of a network prefix
 	// Used and Total count addresses (saturating at 2^64-1).
 	Used  uint64

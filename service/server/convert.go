@@ -333,13 +333,14 @@ func treeToProto(nodes []ipam.TreeNode) *ipamv1.TreeResponse {
 	out := &ipamv1.TreeResponse{Nodes: make([]*ipamv1.TreeNode, len(nodes))}
 	for i, n := range nodes {
 		out.Nodes[i] = &ipamv1.TreeNode{
-			Depth:  int32(n.Depth),
-			Prefix: prefixString(n.Prefix),
-			Kind:   string(n.Kind),
-			Name:   n.Name,
-			Owner:  n.Owner,
-			Used:   n.Used,
-			Total:  n.Total,
+			Depth:      int32(n.Depth),
+			Prefix:     prefixString(n.Prefix),
+			Kind:       string(n.Kind),
+			Name:       n.Name,
+			Owner:      n.Owner,
+			Used:       n.Used,
+			Total:      n.Total,
+			StaticOnly: n.StaticOnly,
 		}
 	}
 	return out

@@ -161,13 +161,17 @@ func (p *printer) tree(resp *ipamv1.TreeResponse) error {
 		return p.structured(false, resp)
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
-	row(tw, "PREFIX", "KIND", "NAME", "USED/TOTAL", "UTIL")
+	row(tw, "PREFIX", "KIND", "NAME", "OWNER", "USED/TOTAL", "UTIL")
 	for _, n := range resp.GetNodes() {
 		util := "-"
 		if n.GetTotal() > 0 {
 			util = fmt.Sprintf("%.1f%%", 100*float64(n.GetUsed())/float64(n.GetTotal()))
 		}
-		row(tw, strings.Repeat("  ", int(n.GetDepth()))+n.GetPrefix(), n.GetKind(), n.GetName(),
+		name := n.GetName()
+		if n.GetStaticOnly() {
+			name += " (static addresses only)"
+		}
+		row(tw, strings.Repeat("  ", int(n.GetDepth()))+n.GetPrefix(), n.GetKind(), name, n.GetOwner(),
 			count(n.GetUsed(), n.GetPrefix())+"/"+count(n.GetTotal(), n.GetPrefix()), util)
 	}
 	return tw.Flush()

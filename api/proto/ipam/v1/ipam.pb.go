@@ -2178,14 +2178,17 @@ func (x *TreeRequest) GetNetworkInstance() string {
 
 // TreeNode is one prefix of the hierarchy with its utilization.
 type TreeNode struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Depth         int32                  `protobuf:"varint,1,opt,name=depth,proto3" json:"depth,omitempty"`
-	Prefix        string                 `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
-	Kind          string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
-	Name          string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
-	Owner         string                 `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
-	Used          uint64                 `protobuf:"varint,6,opt,name=used,proto3" json:"used,omitempty"`
-	Total         uint64                 `protobuf:"varint,7,opt,name=total,proto3" json:"total,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Depth  int32                  `protobuf:"varint,1,opt,name=depth,proto3" json:"depth,omitempty"`
+	Prefix string                 `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Kind   string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name   string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	Owner  string                 `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	Used   uint64                 `protobuf:"varint,6,opt,name=used,proto3" json:"used,omitempty"`
+	Total  uint64                 `protobuf:"varint,7,opt,name=total,proto3" json:"total,omitempty"`
+	// static_only: only static addresses keep this subnet (its gateway
+	// prefix was deleted); name is the first of them, maybe of another owner.
+	StaticOnly    bool `protobuf:"varint,8,opt,name=static_only,json=staticOnly,proto3" json:"static_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2267,6 +2270,13 @@ func (x *TreeNode) GetTotal() uint64 {
 		return x.Total
 	}
 	return 0
+}
+
+func (x *TreeNode) GetStaticOnly() bool {
+	if x != nil {
+		return x.StaticOnly
+	}
+	return false
 }
 
 type TreeResponse struct {
@@ -2487,7 +2497,7 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"\bTYPE_PUT\x10\x01\x12\x0f\n" +
 	"\vTYPE_DELETE\x10\x02\"8\n" +
 	"\vTreeRequest\x12)\n" +
-	"\x10network_instance\x18\x01 \x01(\tR\x0fnetworkInstance\"\xa0\x01\n" +
+	"\x10network_instance\x18\x01 \x01(\tR\x0fnetworkInstance\"\xc1\x01\n" +
 	"\bTreeNode\x12\x14\n" +
 	"\x05depth\x18\x01 \x01(\x05R\x05depth\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x12\n" +
@@ -2495,7 +2505,9 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"\x04name\x18\x04 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x05 \x01(\tR\x05owner\x12\x12\n" +
 	"\x04used\x18\x06 \x01(\x04R\x04used\x12\x14\n" +
-	"\x05total\x18\a \x01(\x04R\x05total\"7\n" +
+	"\x05total\x18\a \x01(\x04R\x05total\x12\x1f\n" +
+	"\vstatic_only\x18\b \x01(\bR\n" +
+	"staticOnly\"7\n" +
 	"\fTreeResponse\x12'\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x11.ipam.v1.TreeNodeR\x05nodes*\x96\x01\n" +
 	"\n" +
