@@ -36,6 +36,12 @@ func fuzzOp(a *Allocator, op, x, y byte) (string, error) {
 		_, err := a.Allocate(context.Background(), Allocation{Key: k, Kind: KindPool, PrefixLength: 24 + int(y%8), Selector: Labels{LabelNetworkInstance: "v"}})
 		return "pool " + k.Name, err
 	case 3:
+		if y%4 == 3 {
+			// net1 lets blocks contain its gateway, or not.
+			_, err := a.CreatePrefix(context.Background(), Prefix{Key: Key{Owner: "infra", Name: "net1"}, NetworkInstance: "v",
+				Prefix: mustPrefix("10.0.1.1/28"), Network: "net1", Labels: Labels{LabelGateway: "true"}, GatewayInBlocks: x%2 == 1})
+			return "net1 gateway in blocks", err
+		}
 		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 2 + y%4, (x % 4) * 64}), 26+int(x%3))
 		_, err := a.CreatePrefix(context.Background(), Prefix{Key: Key{Owner: "infra", Name: fmt.Sprintf("n%d", y%4)}, NetworkInstance: "v", Prefix: p,
 			Network: fmt.Sprintf("net%d", y%3), AllocateReserved: x&8 != 0})
@@ -131,6 +137,12 @@ func FuzzAllocator(f *testing.F) {
 			for i := range 2 {
 				_ = a.DeleteRange(context.Background(), Key{Owner: "infra", Name: fmt.Sprintf("r%d", i)})
 			}
+		}
+		// net1 back to its base declaration (blocks may have contained its
+		// gateway); with every block released this always succeeds.
+		if _, err := a.CreatePrefix(context.Background(), Prefix{Key: Key{Owner: "infra", Name: "net1"}, NetworkInstance: "v",
+			Prefix: mustPrefix("10.0.1.1/28"), Network: "net1", Labels: Labels{LabelGateway: "true"}}); err != nil {
+			t.Fatalf("net1 back to its base: %v", err)
 		}
 		if left := a.ListAllocations(Filter{}); len(left) > 0 {
 			for _, r := range left {

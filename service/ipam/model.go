@@ -68,6 +68,7 @@ type node struct {
 	plain    int            // plain allocations placed in addrs
 	reserved []uint64       // offsets reserved by rule 3 (network and broadcast)
 	optIn    int            // prefixes opting in to allocating the reserved offsets
+	gwBlocks int            // prefixes letting blocks contain the gateway
 	excl     []exclusion
 	ranges   []*ipRange // sorted by lo
 
@@ -152,6 +153,16 @@ func (n *node) excludedAt(off uint64) *exclusion {
 }
 
 func (n *node) isReserved(off uint64) bool { return slices.Contains(n.reserved, off) }
+
+// blockGateway returns the gateway's offset when blocks of n may contain
+// it: plain holds of blocks then skip that offset, which the gateway's
+// static address holds.
+func (n *node) blockGateway() (uint64, bool) {
+	if n.gwBlocks == 0 || !n.gateway.IsValid() {
+		return 0, false
+	}
+	return offsetOf(n.prefix.Addr(), n.gateway)
+}
 
 // rangeAt returns the range of n that holds offset off, or nil.
 func (n *node) rangeAt(off uint64) *ipRange {

@@ -434,3 +434,65 @@ func TestTreeShowsSubnetKeptByStaticAddresses(t *testing.T) {
 		t.Fatalf("after the gateway prefix went: %+v", n)
 	}
 }
+
+// TestGatewayInBlocks: a network whose prefix lets blocks contain the
+// gateway gives the first node of a /24 with gateway .1 the block
+// .1-.15 (NVIDIA's per-node blocks), while a single address still skips
+// the gateway; by default a block skips it. Opting out while a block
+// contains the gateway is refused naming it; releasing the block leaves
+// the gateway held.
+func TestGatewayInBlocks(t *testing.T) {
+	a := poolFixture(t)
+	ctx := context.Background()
+	net := Prefix{Key: Key{Owner: "infra", Name: "net5"}, NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.5.1/24"), Network: "net5",
+		Labels: Labels{LabelGateway: "true"}}
+	if _, err := a.CreatePrefix(ctx, net); err != nil {
+		t.Fatal(err)
+	}
+	sel := Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net5"}
+	block := func(name string, n int) (Result, error) {
+		return a.Allocate(ctx, Allocation{Key: Key{Owner: "nvidia", Name: name}, Selector: sel, Count: n})
+	}
+	if res, err := block("default-block", 15); err != nil || res.Prefix.Addr() != mustAddr("10.0.5.2") {
+		t.Fatalf("by default: %v, %v; want the block from .2", res.Prefix, err)
+	}
+	if err := a.Release(ctx, Key{Owner: "nvidia", Name: "default-block"}); err != nil {
+		t.Fatal(err)
+	}
+	net.GatewayInBlocks = true
+	if _, err := a.CreatePrefix(ctx, net); err != nil {
+		t.Fatal(err)
+	}
+	res, err := block("node-a", 15)
+	if err != nil || res.Prefix != mustPrefix("10.0.5.1/24") || res.Last != mustAddr("10.0.5.15") || res.Gateway != mustAddr("10.0.5.1") {
+		t.Fatalf("node-a: %+v, %v; want 10.0.5.1-10.0.5.15 with gateway 10.0.5.1", res, err)
+	}
+	if res, err := block("node-b", 15); err != nil || res.Prefix.Addr() != mustAddr("10.0.5.16") {
+		t.Fatalf("node-b: %v, %v", res.Prefix, err)
+	}
+	if restored := New(); restored.Apply(a.Snapshot(nil)) != nil || dump(restored) != dump(a) {
+		t.Fatal("a block around the gateway does not restore")
+	}
+	single, err := a.Allocate(ctx, Allocation{Key: Key{Owner: "nvidia", Name: "single"}, Selector: sel})
+	if err != nil || single.Prefix.Addr() != mustAddr("10.0.5.31") {
+		t.Fatalf("a single address: %v, %v", single.Prefix, err)
+	}
+	checkInvariants(t, a)
+	net.GatewayInBlocks = false
+	_, err = a.CreatePrefix(ctx, net)
+	wantErr(t, "opt out", err, ErrInUse, "spec.gatewayInBlocks", "10.0.5.1-10.0.5.15", `IPAllocation node-a of owner "nvidia"`)
+	if err := a.Release(ctx, Key{Owner: "nvidia", Name: "node-a"}); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, a)
+	_, err = a.Allocate(ctx, Allocation{Key: Key{Owner: "nvidia", Name: "gw"}, NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.5.1/24")})
+	wantErr(t, "the gateway after the block went", err, ErrConflict, "spec.prefix", "IPPrefix net5")
+	restored := New()
+	if err := restored.Apply(a.Snapshot(nil)); err != nil || dump(restored) != dump(a) {
+		t.Fatalf("restore: %v", err)
+	}
+	if _, err := a.CreatePrefix(ctx, net); err != nil {
+		t.Fatalf("opt out once no block holds the gateway: %v", err)
+	}
+	checkInvariants(t, a)
+}

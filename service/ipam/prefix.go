@@ -62,6 +62,9 @@ func normalizePrefix(p Prefix) (Prefix, error) {
 	if p.AllocateReserved && p.Kind != KindNetwork {
 		return p, errf(ErrInvalid, ObjPrefix, p.Key, "spec.allocateReserved", "only network prefixes reserve addresses")
 	}
+	if p.GatewayInBlocks && p.Kind != KindNetwork {
+		return p, errf(ErrInvalid, ObjPrefix, p.Key, "spec.gatewayInBlocks", "only network prefixes have a gateway")
+	}
 	return p, nil
 }
 
@@ -74,7 +77,7 @@ func samePrefixNode(a, b Prefix) bool {
 
 func prefixEqual(a, b Prefix) bool {
 	return samePrefixNode(a, b) && slices.Equal(a.Exclusions, b.Exclusions) && maps.Equal(a.Labels, b.Labels) &&
-		a.AllocateReserved == b.AllocateReserved
+		a.AllocateReserved == b.AllocateReserved && a.GatewayInBlocks == b.GatewayInBlocks
 }
 
 // putPrefix creates or updates an IPPrefix of its owner.
@@ -108,10 +111,8 @@ func (t *tx) putPrefix(os *ownerState, spec Prefix) (Result, error) {
 					return Result{}, err
 				}
 			}
-			if d := optIn(spec) - optIn(old.spec); d != 0 {
-				if err := t.optInReserved(old.node, d, ObjPrefix, spec.Key); err != nil {
-					return Result{}, err
-				}
+			if err := t.optIn(old.node, old.spec, spec, ObjPrefix, spec.Key); err != nil {
+				return Result{}, err
 			}
 			if err := t.relabelPrefix(old, spec); err != nil {
 				return Result{}, err
@@ -175,18 +176,52 @@ func (o *prefixObj) result() Result {
 // allocating its network's reserved addresses.
 func (t *tx) addPrefixObj(v *vrf, spec Prefix, ni *niObj, obj string, key Key, field string) (*prefixObj, error) {
 	o, err := t.placePrefixObj(v, spec, ni, obj, key, field)
-	if err != nil || optIn(spec) == 0 {
+	if err != nil {
 		return o, err
 	}
-	return o, t.optInReserved(o.node, 1, obj, key)
+	return o, t.optIn(o.node, Prefix{}, spec, obj, key)
 }
 
-// optIn is 1 when p opts its network in to allocating reserved addresses.
-func optIn(p Prefix) int {
-	if p.AllocateReserved {
+// optIn counts the change of the network options of a prefix of n from
+// old to spec: allocating the reserved addresses, and blocks that contain
+// the gateway.
+func (t *tx) optIn(n *node, old, spec Prefix, obj string, key Key) error {
+	if d := b2i(spec.AllocateReserved) - b2i(old.AllocateReserved); d != 0 {
+		if err := t.optInReserved(n, d, obj, key); err != nil {
+			return err
+		}
+	}
+	if d := b2i(spec.GatewayInBlocks) - b2i(old.GatewayInBlocks); d != 0 {
+		return t.optInGatewayBlocks(n, d, obj, key)
+	}
+	return nil
+}
+
+func b2i(b bool) int {
+	if b {
 		return 1
 	}
 	return 0
+}
+
+// optInGatewayBlocks adds d to the prefixes of n that let blocks contain
+// its gateway. When the last one goes, no block may contain it.
+func (t *tx) optInGatewayBlocks(n *node, d int, obj string, key Key) error {
+	if g, ok := n.blockGateway(); ok && n.gwBlocks+d == 0 {
+		for _, tb := range n.v.tables {
+			for i := range tb.Len() {
+				if r := tb.At(i); r.node == n && r.off <= g && g-r.off < r.count() {
+					a := tb.at(i)
+					return errf(ErrInUse, obj, key, "spec.gatewayInBlocks", "the block %s-%s of %s contains the gateway %s",
+						addOffset(n.prefix.Addr(), r.off), addOffset(n.prefix.Addr(), r.off+r.count()-1), objName(ObjAllocation, a.key()), n.gateway)
+				}
+			}
+		}
+	}
+	old := n.gwBlocks
+	n.gwBlocks += d
+	t.onUndo(func() { n.gwBlocks = old })
+	return nil
 }
 
 // optInReserved adds d to the prefixes of n that opt in to allocating its
@@ -410,10 +445,8 @@ func (t *tx) relabelPrefix(o *prefixObj, spec Prefix) error {
 // deletePrefixObj removes what addPrefixObj placed.
 func (t *tx) deletePrefixObj(o *prefixObj, obj string, key Key) error {
 	n := o.node
-	if d := optIn(o.spec); d != 0 {
-		if err := t.optInReserved(n, -d, obj, key); err != nil {
-			return err
-		}
+	if err := t.optIn(n, o.spec, Prefix{}, obj, key); err != nil {
+		return err
 	}
 	if n.isBitmap() {
 		t.removeExclusions(n, o)

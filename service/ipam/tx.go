@@ -400,22 +400,51 @@ func (t *tx) unholdPlain(n *node, off, cnt uint64) {
 }
 
 func holdPlain(n *node, off, cnt uint64) {
+	g, skip := uint64(0), false
+	if cnt > 1 {
+		g, skip = n.blockGateway()
+	}
 	for i := range cnt {
-		n.addrs.Add(off + i)
+		if !skip || off+i != g {
+			n.addrs.Add(off + i)
+		}
 	}
 	n.plain++
 }
 
 func freePlain(n *node, off, cnt uint64) {
+	g, skip := uint64(0), false
+	if cnt > 1 {
+		g, skip = n.blockGateway()
+	}
 	for i := range cnt {
-		n.addrs.Remove(off + i)
+		if !skip || off+i != g {
+			n.addrs.Remove(off + i)
+		}
 	}
 	n.plain--
 }
 
-// nextFree returns the lowest free offset of n in [lo, hi] outside every
-// range of n (ranges serve only the requests that select them); with
-// inRange set, ranges are not skipped.
+// runAroundGateway returns the lowest start of a run of cnt offsets in
+// [lo, hi] that contains the gateway offset g and is free but for it.
+func (n *node) runAroundGateway(lo, hi, cnt, g uint64) (uint64, bool) {
+	if g < lo || g > hi {
+		return 0, false
+	}
+	left := uint64(0)
+	for left < cnt-1 && g-left > lo && !n.addrs.Has(g-left-1) {
+		left++
+	}
+	right := uint64(0)
+	for left+right < cnt-1 && g+right < hi && !n.addrs.Has(g+right+1) {
+		right++
+	}
+	if left+right < cnt-1 {
+		return 0, false
+	}
+	return g - left, true
+}
+
 // ruleThreeOffsets are the offsets rule 3 reserves in network p: the first
 // and last address, none for /31, /32, /127 and /128, and no last one when
 // the prefix exceeds 2^64 addresses (it is beyond reach).
@@ -430,6 +459,9 @@ func ruleThreeOffsets(p netip.Prefix) []uint64 {
 	return []uint64{0}
 }
 
+// nextFree returns the lowest free offset of n in [lo, hi] outside every
+// range of n (ranges serve only the requests that select them); with
+// inRange set, ranges are not skipped.
 func (n *node) nextFree(lo, hi, cnt uint64, inRange bool) (uint64, bool) {
 	for lo <= hi {
 		var off uint64
@@ -438,6 +470,11 @@ func (n *node) nextFree(lo, hi, cnt uint64, inRange bool) (uint64, bool) {
 			off, ok = n.addrs.NextFree(lo, hi)
 		} else {
 			off, ok = n.addrs.NextFreeRun(lo, hi, cnt)
+			if g, span := n.blockGateway(); span {
+				if s, found := n.runAroundGateway(lo, hi, cnt, g); found && (!ok || s < off) {
+					off, ok = s, true
+				}
+			}
 		}
 		if !ok {
 			return 0, false

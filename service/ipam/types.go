@@ -103,6 +103,11 @@ type Prefix struct {
 	// pools' allocateReservedIPAddresses); the gateway stays unallocated.
 	// It holds while any prefix of the network sets it.
 	AllocateReserved bool
+	// GatewayInBlocks lets blocks (Count > 1) of a network contain its
+	// gateway, as NVIDIA's per-node blocks do: the block is returned with
+	// the gateway inside, and the gateway stays the gateway (never a
+	// single address). It holds while any prefix of the network sets it.
+	GatewayInBlocks bool
 }
 
 // AddrRange is an inclusive range of addresses of one family.
@@ -325,7 +330,7 @@ type TreeNode struct {
 	Name       string
 	Owner      string
 	StaticOnly bool
-	Network string // the network name of a network prefix
+	Network    string // the network name of a network prefix
 	// Used and Total count addresses (saturating at 2^64-1).
 	Used  uint64
 	Total uint64

@@ -147,6 +147,7 @@ func prefixFromProto(in *ipamv1.Prefix) (ipam.Prefix, error) {
 		Labels:           labelsFromProto(in.GetLabels()),
 		Exclusions:       p.ranges("spec.exclusions", in.GetExclusions()),
 		AllocateReserved: in.GetAllocateReserved(),
+		GatewayInBlocks:  in.GetGatewayInBlocks(),
 	}
 	return out, p.err()
 }
@@ -161,6 +162,7 @@ func prefixToProto(in ipam.Prefix) *ipamv1.Prefix {
 		Labels:           labelsToProto(in.Labels),
 		Exclusions:       rangesToProto(in.Exclusions),
 		AllocateReserved: in.AllocateReserved,
+		GatewayInBlocks:  in.GatewayInBlocks,
 	}
 }
 

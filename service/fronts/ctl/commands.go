@@ -320,7 +320,7 @@ func runVRFCreate(ctx context.Context, c ipamv1.IPAMClient, out *printer, pos []
 type prefixCreateOpts struct {
 	keyOpts
 	vrf, prefix, kind, network string
-	allocateReserved           bool
+	allocateReserved, gwBlocks bool
 	labels                     labelFlag
 	exclude                    listFlag
 }
@@ -335,6 +335,7 @@ func prefixCreateFlags(fs *flag.FlagSet) any {
 	fs.VarP(o.labels, "label", "l", "a label key=value (repeatable)")
 	fs.Var(&o.exclude, "exclude", "an excluded address range START-END of a network prefix (repeatable)")
 	fs.BoolVar(&o.allocateReserved, "allocate-reserved", false, "let a network hand out its first and last addresses")
+	fs.BoolVar(&o.gwBlocks, "gateway-in-blocks", false, "let blocks (--count) of a network contain its gateway, as NVIDIA's per-node blocks do")
 	return o
 }
 
@@ -348,7 +349,7 @@ func runPrefixCreate(ctx context.Context, c ipamv1.IPAMClient, out *printer, pos
 		return err
 	}
 	p := &ipamv1.Prefix{Key: o.key(pos[0]), NetworkInstance: o.vrf, Kind: o.kind, Prefix: o.prefix, Network: o.network,
-		Labels: o.labels, Exclusions: excl, AllocateReserved: o.allocateReserved}
+		Labels: o.labels, Exclusions: excl, AllocateReserved: o.allocateReserved, GatewayInBlocks: o.gwBlocks}
 	if _, err := c.CreatePrefix(ctx, &ipamv1.CreatePrefixRequest{Prefix: p}); err != nil {
 		return err
 	}

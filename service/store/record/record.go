@@ -33,8 +33,9 @@ import (
 //	string     = uvarint(len) bytes
 //	ni         = uvarint(mask) fields...   bits: 0 Key, 1 Prefixes, 2 Labels
 //	prefix     = uvarint(mask) fields...   bits: 0 Key, 1 NetworkInstance, 2 Kind,
-//	             3 Prefix, 4 Network, 5 Labels, 6 Exclusions, 7 AllocateReserved
-//	             (a flag: the bit is the value, no field follows)
+//	             3 Prefix, 4 Network, 5 Labels, 6 Exclusions, 7 AllocateReserved,
+//	             8 GatewayInBlocks (7 and 8 are flags: the bit is the value, no
+//	             field follows)
 //	range      = uvarint(mask) fields...   bits: 0 Key, 1 NetworkInstance, 2 Start,
 //	             3 End, 4 Labels, 5 Exclusions, 6 PreAllocations, 7 PrefixLength,
 //	             8 Gateway
@@ -65,8 +66,8 @@ import (
 // in key order, so an encoding is deterministic. Decoding rejects anything
 // else: an unknown version, op, mask bit or tag, a truncated field, a length
 // beyond the input, unsorted or duplicate map keys, or trailing bytes.
-// Ops 9 and 10, the owner object, prefix bit 7 and range bits 7 and 8
-// came after the
+// Ops 9 and 10, the owner object, prefix bits 7 and 8 and range bits 7
+// and 8 came after the
 // first release of version 1; they only add what earlier encodings never
 // set, so every earlier encoding still decodes to the same record (and an
 // older reader refuses the new ops and bits as unknown).
@@ -109,6 +110,7 @@ const (
 	pfLabels
 	pfExclusions
 	pfAllocateReserved // a flag: no field follows
+	pfGatewayInBlocks  // a flag: no field follows
 	pfAll              = 1<<iota - 1
 )
 
@@ -329,6 +331,7 @@ func appendPrefixObj(dst []byte, rk ipam.Key, p *ipam.Prefix) []byte {
 	bit(&m, pfLabels, len(p.Labels) > 0)
 	bit(&m, pfExclusions, len(p.Exclusions) > 0)
 	bit(&m, pfAllocateReserved, p.AllocateReserved)
+	bit(&m, pfGatewayInBlocks, p.GatewayInBlocks)
 	dst = binary.AppendUvarint(dst, m)
 	if m&pfKey != 0 {
 		dst = appendKey(dst, p.Key)
@@ -895,6 +898,7 @@ func (r *reader) prefixObj(rk ipam.Key) *ipam.Prefix {
 		p.Exclusions = r.ranges()
 	}
 	p.AllocateReserved = m&pfAllocateReserved != 0
+	p.GatewayInBlocks = m&pfGatewayInBlocks != 0
 	return p
 }
 

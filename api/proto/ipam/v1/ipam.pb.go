@@ -382,8 +382,12 @@ type Prefix struct {
 	// allocate_reserved opts a network in to allocating its first and last
 	// addresses (reserved by default); the gateway stays unallocated.
 	AllocateReserved bool `protobuf:"varint,8,opt,name=allocate_reserved,json=allocateReserved,proto3" json:"allocate_reserved,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// gateway_in_blocks lets blocks (count > 1) of a network contain its
+	// gateway, as NVIDIA's per-node blocks do; the gateway stays unallocated
+	// as a single address.
+	GatewayInBlocks bool `protobuf:"varint,9,opt,name=gateway_in_blocks,json=gatewayInBlocks,proto3" json:"gateway_in_blocks,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Prefix) Reset() {
@@ -468,6 +472,13 @@ func (x *Prefix) GetExclusions() []*AddrRange {
 func (x *Prefix) GetAllocateReserved() bool {
 	if x != nil {
 		return x.AllocateReserved
+	}
+	return false
+}
+
+func (x *Prefix) GetGatewayInBlocks() bool {
+	if x != nil {
+		return x.GatewayInBlocks
 	}
 	return false
 }
@@ -2347,7 +2358,7 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"\x06labels\x18\x02 \x03(\v2\x1e.ipam.v1.VRFPrefix.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xea\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x96\x03\n" +
 	"\x06Prefix\x12\x1e\n" +
 	"\x03key\x18\x01 \x01(\v2\f.ipam.v1.KeyR\x03key\x12)\n" +
 	"\x10network_instance\x18\x02 \x01(\tR\x0fnetworkInstance\x12\x12\n" +
@@ -2358,7 +2369,8 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"\n" +
 	"exclusions\x18\a \x03(\v2\x12.ipam.v1.AddrRangeR\n" +
 	"exclusions\x12+\n" +
-	"\x11allocate_reserved\x18\b \x01(\bR\x10allocateReserved\x1a9\n" +
+	"\x11allocate_reserved\x18\b \x01(\bR\x10allocateReserved\x12*\n" +
+	"\x11gateway_in_blocks\x18\t \x01(\bR\x0fgatewayInBlocks\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf2\x03\n" +

@@ -96,6 +96,8 @@ func Cases() []Case {
 		{"delete owner", ipam.Record{Op: ipam.OpDeleteOwner, Key: ipam.Key{Owner: "pkg-b"}}},
 		{"put prefix allocate reserved", ipam.Record{Op: ipam.OpPutPrefix, Key: k1, Prefix: &ipam.Prefix{Key: k1, NetworkInstance: "vpc-1",
 			Prefix: pfx("10.0.2.0/24"), AllocateReserved: true}}},
+		{"put prefix gateway in blocks", ipam.Record{Op: ipam.OpPutPrefix, Key: k1, Prefix: &ipam.Prefix{Key: k1, NetworkInstance: "vpc-1",
+			Prefix: pfx("10.0.2.1/24"), GatewayInBlocks: true}}},
 		{"put range prefix length and gateway", ipam.Record{Op: ipam.OpPutRange, Key: k1, Range: &ipam.IPRange{
 			Key: k1, NetworkInstance: "vpc-1", Start: ip("10.0.1.100"), End: ip("10.0.1.200"), PrefixLength: 25, Gateway: ip("10.0.1.126"),
 		}}},
