@@ -71,6 +71,10 @@ func fuzzOp(a *Allocator, op, x, y byte) (string, error) {
 			r.Exclusions = []AddrRange{{netip.AddrFrom4([4]byte{10, 0, 0, 13}), netip.AddrFrom4([4]byte{10, 0, 0, 14})},
 				{netip.AddrFrom4([4]byte{10, 0, 0, 14}), netip.AddrFrom4([4]byte{10, 0, 0, 15})}}
 		}
+		if x&16 != 0 {
+			// From the network address, which it may hand out.
+			r.Start, r.AllocateReserved = netip.AddrFrom4([4]byte{10, 0, 0, 0}), true
+		}
 		if y%3 == 2 {
 			// Its own length (invalid when the range crosses its /28)
 			// and a gateway inside it.

@@ -41,7 +41,7 @@ func normalizeRange(r IPRange) (IPRange, error) {
 func rangeEqual(a, b IPRange) bool {
 	return a.Key == b.Key && a.NetworkInstance == b.NetworkInstance && a.Start == b.Start && a.End == b.End &&
 		maps.Equal(a.Labels, b.Labels) && slices.Equal(a.Exclusions, b.Exclusions) && maps.Equal(a.PreAllocations, b.PreAllocations) &&
-		a.PrefixLength == b.PrefixLength && a.Gateway == b.Gateway
+		a.PrefixLength == b.PrefixLength && a.Gateway == b.Gateway && a.AllocateReserved == b.AllocateReserved
 }
 
 // putRange creates or replaces an IP range of its owner.
@@ -130,6 +130,9 @@ func (t *tx) addRange(o *rangeObj) error {
 	n.ranges = slices.Insert(slices.Clone(old), i, g)
 	t.onUndo(func() { n.ranges = old })
 	t.indexEntry(v, g.entry)
+	if err := t.syncReserved(n, ObjRange, k, "spec.allocateReserved"); err != nil {
+		return err
+	}
 	for i, x := range s.Exclusions {
 		f := fmt.Sprintf("spec.exclusions[%d]", i)
 		if x.Start.IsValid() && x.End.IsValid() && (x.Start.Less(s.Start) || s.End.Less(x.End)) {
@@ -235,7 +238,7 @@ func (t *tx) removeRange(o *rangeObj) error {
 			addOffset(n.prefix.Addr(), plain[0]), n.describeHolder(plain[0]))
 	}
 	t.dropRange(o)
-	return nil
+	return t.syncReserved(n, ObjRange, o.spec.Key, "spec.allocateReserved")
 }
 
 // dropRange takes a range out of its node, whoever uses its addresses.

@@ -496,3 +496,52 @@ func TestGatewayInBlocks(t *testing.T) {
 	}
 	checkInvariants(t, a)
 }
+
+// TestRangeAllocateReserved: a range that opts in hands out the reserved
+// addresses of its network that it holds, to its own requests only; the
+// network's own requests never get them; reserving them again (the range
+// opts out, shrinks or goes) needs them free.
+func TestRangeAllocateReserved(t *testing.T) {
+	a := poolFixture(t)
+	ctx := context.Background()
+	if _, err := a.CreatePrefix(ctx, Prefix{Key: Key{Owner: "infra", Name: "net6"}, NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.6.0/29"),
+		Network: "net6"}); err != nil {
+		t.Fatal(err)
+	}
+	rg := IPRange{Key: Key{Owner: "infra", Name: "r6"}, NetworkInstance: "vpc-1", Start: mustAddr("10.0.6.0"), End: mustAddr("10.0.6.3"),
+		Labels: Labels{"pool": "six"}, AllocateReserved: true}
+	if err := a.CreateRange(ctx, rg); err != nil {
+		t.Fatal(err)
+	}
+	pick := func(name string, sel Labels) (Result, error) {
+		return a.Allocate(ctx, Allocation{Key: appKey("", name), Selector: sel})
+	}
+	inRange := Labels{LabelNetworkInstance: "vpc-1", "pool": "six"}
+	if res, err := pick("first", inRange); err != nil || res.Prefix != mustPrefix("10.0.6.0/29") {
+		t.Fatalf("the network address, first of the range: %v, %v", res.Prefix, err)
+	}
+	// The network's own requests skip the range and the broadcast address.
+	netSel := Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net6"}
+	for _, want := range []string{"10.0.6.4/29", "10.0.6.5/29", "10.0.6.6/29"} {
+		if res, err := pick(want, netSel); err != nil || res.Prefix.String() != want {
+			t.Fatalf("network: %v, %v; want %s", res.Prefix, err, want)
+		}
+	}
+	_, err := pick("more", netSel)
+	wantErr(t, "the broadcast address stays reserved", err, ErrExhausted, "spec.selector")
+	rg.AllocateReserved = false
+	wantErr(t, "opt out while .0 is allocated", a.CreateRange(ctx, rg), ErrInUse, "spec.allocateReserved", "10.0.6.0", `IPAllocation first of owner "app"`)
+	if err := a.Release(ctx, appKey("", "first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CreateRange(ctx, rg); err != nil {
+		t.Fatalf("opt out once free: %v", err)
+	}
+	_, err = a.Allocate(ctx, Allocation{Key: appKey("", "exact"), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.6.0/32")})
+	wantErr(t, "reserved again", err, ErrInvalid, "spec.prefix", "reserved")
+	checkInvariants(t, a)
+	restored := New()
+	if err := restored.Apply(a.Snapshot(nil)); err != nil || dump(restored) != dump(a) {
+		t.Fatalf("restore: %v", err)
+	}
+}

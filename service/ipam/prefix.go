@@ -225,48 +225,53 @@ func (t *tx) optInGatewayBlocks(n *node, d int, obj string, key Key) error {
 }
 
 // optInReserved adds d to the prefixes of n that opt in to allocating its
-// reserved addresses. The first opt-in frees them; when the last one goes
-// they are reserved again, which must find them free.
+// reserved addresses, and reserves accordingly (syncReserved).
 func (t *tx) optInReserved(n *node, d int, obj string, key Key) error {
 	old := n.optIn
 	n.optIn += d
 	t.onUndo(func() { n.optIn = old })
-	switch {
-	case old == 0 && n.optIn > 0:
-		reserved := n.reserved
-		for _, off := range reserved {
-			if n.excludedAt(off) == nil {
+	return t.syncReserved(n, obj, key, "spec.allocateReserved")
+}
+
+// syncReserved makes n reserve what rule 3 reserves but for the offsets
+// it allocates on request: all while a prefix of n opts in, else those
+// inside ranges that opt in. An offset reserved again must be free (or
+// excluded); else the error names its holder on field of obj key.
+func (t *tx) syncReserved(n *node, obj string, key Key, field string) error {
+	if n.kind != KindNetwork {
+		return nil
+	}
+	var want []uint64
+	if n.optIn == 0 {
+		for _, off := range ruleThreeOffsets(n.prefix) {
+			if g := n.rangeAt(off); g == nil || !g.obj.spec.AllocateReserved {
+				want = append(want, off)
+			}
+		}
+	}
+	if slices.Equal(want, n.reserved) {
+		return nil
+	}
+	for _, off := range want {
+		if !n.isReserved(off) && n.addrs.Has(off) && n.excludedAt(off) == nil {
+			return errf(ErrInUse, obj, key, field, "%s must be reserved again but is held by %s",
+				addOffset(n.prefix.Addr(), off), n.describeHolder(off))
+		}
+	}
+	old := n.reserved
+	set := func(from, to []uint64) {
+		for _, off := range from {
+			if !slices.Contains(to, off) && n.excludedAt(off) == nil {
 				n.addrs.Remove(off)
 			}
 		}
-		n.reserved = nil
-		t.onUndo(func() {
-			n.reserved = reserved
-			for _, off := range reserved {
-				n.addrs.Add(off)
-			}
-		})
-	case old > 0 && n.optIn == 0:
-		offs := ruleThreeOffsets(n.prefix)
-		for _, off := range offs {
-			if n.addrs.Has(off) && n.excludedAt(off) == nil {
-				return errf(ErrInUse, obj, key, "spec.allocateReserved", "%s must be reserved again but is held by %s",
-					addOffset(n.prefix.Addr(), off), n.describeHolder(off))
-			}
-		}
-		for _, off := range offs {
+		for _, off := range to {
 			n.addrs.Add(off)
 		}
-		n.reserved = offs
-		t.onUndo(func() {
-			n.reserved = nil
-			for _, off := range offs {
-				if n.excludedAt(off) == nil {
-					n.addrs.Remove(off)
-				}
-			}
-		})
+		n.reserved = to
 	}
+	set(old, want)
+	t.onUndo(func() { set(want, old) })
 	return nil
 }
 

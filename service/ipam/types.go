@@ -138,6 +138,11 @@ type IPRange struct {
 	// range (Metal3 pools[].gateway) instead of the network's; inside the
 	// range it is never allocated.
 	Gateway netip.Addr
+	// AllocateReserved lets the range hand out the addresses of its
+	// network that rule 3 reserves (first and last) when it holds them,
+	// to the requests that select the range (Cluster API
+	// allocateReservedIPAddresses).
+	AllocateReserved bool
 }
 
 // Allocation is a request for an address, a block of consecutive addresses

@@ -170,14 +170,15 @@ func prefixToProto(in ipam.Prefix) *ipamv1.Prefix {
 func rangeFromProto(in *ipamv1.IPRange) (ipam.IPRange, error) {
 	p := parser{obj: ipam.ObjRange, key: keyFromProto(in.GetKey())}
 	out := ipam.IPRange{
-		Key:             p.key,
-		NetworkInstance: in.GetNetworkInstance(),
-		Start:           p.addr("spec.start", in.GetStart()),
-		End:             p.addr("spec.end", in.GetEnd()),
-		Labels:          labelsFromProto(in.GetLabels()),
-		Exclusions:      p.ranges("spec.exclusions", in.GetExclusions()),
-		PrefixLength:    int(in.GetPrefixLength()),
-		Gateway:         p.addr("spec.gateway", in.GetGateway()),
+		Key:              p.key,
+		NetworkInstance:  in.GetNetworkInstance(),
+		Start:            p.addr("spec.start", in.GetStart()),
+		End:              p.addr("spec.end", in.GetEnd()),
+		Labels:           labelsFromProto(in.GetLabels()),
+		Exclusions:       p.ranges("spec.exclusions", in.GetExclusions()),
+		PrefixLength:     int(in.GetPrefixLength()),
+		Gateway:          p.addr("spec.gateway", in.GetGateway()),
+		AllocateReserved: in.GetAllocateReserved(),
 	}
 	if pre := in.GetPreAllocations(); len(pre) > 0 {
 		out.PreAllocations = make(map[string]netip.Addr, len(pre))
@@ -193,14 +194,15 @@ func rangeFromProto(in *ipamv1.IPRange) (ipam.IPRange, error) {
 
 func rangeToProto(in ipam.IPRange) *ipamv1.IPRange {
 	out := &ipamv1.IPRange{
-		Key:             keyToProto(in.Key),
-		NetworkInstance: in.NetworkInstance,
-		Start:           addrString(in.Start),
-		End:             addrString(in.End),
-		Labels:          labelsToProto(in.Labels),
-		Exclusions:      rangesToProto(in.Exclusions),
-		PrefixLength:    int32(in.PrefixLength),
-		Gateway:         addrString(in.Gateway),
+		Key:              keyToProto(in.Key),
+		NetworkInstance:  in.NetworkInstance,
+		Start:            addrString(in.Start),
+		End:              addrString(in.End),
+		Labels:           labelsToProto(in.Labels),
+		Exclusions:       rangesToProto(in.Exclusions),
+		PrefixLength:     int32(in.PrefixLength),
+		Gateway:          addrString(in.Gateway),
+		AllocateReserved: in.AllocateReserved,
 	}
 	if len(in.PreAllocations) > 0 {
 		out.PreAllocations = make(map[string]string, len(in.PreAllocations))

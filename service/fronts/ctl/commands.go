@@ -360,6 +360,7 @@ type rangeCreateOpts struct {
 	keyOpts
 	vrf, start, end, gateway string
 	prefixLength             int
+	allocateReserved         bool
 	labels                   labelFlag
 	pre                      labelFlag
 	exclude                  listFlag
@@ -376,6 +377,7 @@ func rangeCreateFlags(fs *flag.FlagSet) any {
 	fs.Var(&o.exclude, "exclude", "an excluded address range START-END (repeatable)")
 	fs.IntVar(&o.prefixLength, "prefix-length", 0, "write the range's addresses with this length instead of the network's")
 	fs.StringVar(&o.gateway, "gateway", "", "return this gateway with the range's addresses instead of the network's")
+	fs.BoolVar(&o.allocateReserved, "allocate-reserved", false, "let the range hand out the reserved first and last addresses of its network")
 	return o
 }
 
@@ -389,7 +391,8 @@ func runRangeCreate(ctx context.Context, c ipamv1.IPAMClient, out *printer, pos 
 		return err
 	}
 	r := &ipamv1.IPRange{Key: o.key(pos[0]), NetworkInstance: o.vrf, Start: o.start, End: o.end, Labels: o.labels,
-		PreAllocations: o.pre, Exclusions: excl, PrefixLength: int32(o.prefixLength), Gateway: o.gateway}
+		PreAllocations: o.pre, Exclusions: excl, PrefixLength: int32(o.prefixLength), Gateway: o.gateway,
+		AllocateReserved: o.allocateReserved}
 	if _, err := c.CreateRange(ctx, &ipamv1.CreateRangeRequest{Range: r}); err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ import (
 //	             field follows)
 //	range      = uvarint(mask) fields...   bits: 0 Key, 1 NetworkInstance, 2 Start,
 //	             3 End, 4 Labels, 5 Exclusions, 6 PreAllocations, 7 PrefixLength,
-//	             8 Gateway
+//	             8 Gateway, 9 AllocateReserved (a flag)
 //	alloc      = uvarint(mask) fields...   bits: 0 Key, 1 NetworkInstance, 2 Kind,
 //	             3 PrefixLength, 4 Prefix, 5 AddressFamily, 6 Selector, 7 Labels,
 //	             8 Count, 9 Result.NetworkInstance, 10 Result.Prefix,
@@ -67,7 +67,7 @@ import (
 // else: an unknown version, op, mask bit or tag, a truncated field, a length
 // beyond the input, unsorted or duplicate map keys, or trailing bytes.
 // Ops 9 and 10, the owner object, prefix bits 7 and 8 and range bits 7
-// and 8 came after the
+// to 9 came after the
 // first release of version 1; they only add what earlier encodings never
 // set, so every earlier encoding still decodes to the same record (and an
 // older reader refuses the new ops and bits as unknown).
@@ -125,7 +125,8 @@ const (
 	rgPreAllocs
 	rgPrefixLength
 	rgGateway
-	rgAll = 1<<iota - 1
+	rgAllocateReserved // a flag: no field follows
+	rgAll              = 1<<iota - 1
 )
 
 // Field bits of an AllocationRecord.
@@ -368,6 +369,7 @@ func appendRange(dst []byte, rk ipam.Key, r *ipam.IPRange) []byte {
 	bit(&m, rgPreAllocs, len(r.PreAllocations) > 0)
 	bit(&m, rgPrefixLength, r.PrefixLength != 0)
 	bit(&m, rgGateway, r.Gateway != netip.Addr{})
+	bit(&m, rgAllocateReserved, r.AllocateReserved)
 	dst = binary.AppendUvarint(dst, m)
 	if m&rgKey != 0 {
 		dst = appendKey(dst, r.Key)
@@ -947,6 +949,7 @@ func (r *reader) rangeObj(rk ipam.Key) *ipam.IPRange {
 	if m&rgGateway != 0 {
 		g.Gateway = r.addr()
 	}
+	g.AllocateReserved = m&rgAllocateReserved != 0
 	return g
 }
 

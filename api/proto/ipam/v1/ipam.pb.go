@@ -499,9 +499,12 @@ type IPRange struct {
 	PrefixLength int32 `protobuf:"varint,8,opt,name=prefix_length,json=prefixLength,proto3" json:"prefix_length,omitempty"`
 	// gateway, when set, is returned with addresses of the range instead of
 	// the network's; inside the range it is never allocated.
-	Gateway       string `protobuf:"bytes,9,opt,name=gateway,proto3" json:"gateway,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Gateway string `protobuf:"bytes,9,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	// allocate_reserved lets the range hand out the reserved first and last
+	// addresses of its network it holds, to its own requests.
+	AllocateReserved bool `protobuf:"varint,10,opt,name=allocate_reserved,json=allocateReserved,proto3" json:"allocate_reserved,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *IPRange) Reset() {
@@ -595,6 +598,13 @@ func (x *IPRange) GetGateway() string {
 		return x.Gateway
 	}
 	return ""
+}
+
+func (x *IPRange) GetAllocateReserved() bool {
+	if x != nil {
+		return x.AllocateReserved
+	}
+	return false
 }
 
 // Allocation requests an address (kind network or loopback), a block of
@@ -2373,7 +2383,7 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"\x11gateway_in_blocks\x18\t \x01(\bR\x0fgatewayInBlocks\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf2\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x04\n" +
 	"\aIPRange\x12\x1e\n" +
 	"\x03key\x18\x01 \x01(\v2\f.ipam.v1.KeyR\x03key\x12)\n" +
 	"\x10network_instance\x18\x02 \x01(\tR\x0fnetworkInstance\x12\x14\n" +
@@ -2385,7 +2395,9 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"exclusions\x12M\n" +
 	"\x0fpre_allocations\x18\a \x03(\v2$.ipam.v1.IPRange.PreAllocationsEntryR\x0epreAllocations\x12#\n" +
 	"\rprefix_length\x18\b \x01(\x05R\fprefixLength\x12\x18\n" +
-	"\agateway\x18\t \x01(\tR\agateway\x1a9\n" +
+	"\agateway\x18\t \x01(\tR\agateway\x12+\n" +
+	"\x11allocate_reserved\x18\n" +
+	" \x01(\bR\x10allocateReserved\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +

@@ -101,5 +101,8 @@ func Cases() []Case {
 		{"put range prefix length and gateway", ipam.Record{Op: ipam.OpPutRange, Key: k1, Range: &ipam.IPRange{
 			Key: k1, NetworkInstance: "vpc-1", Start: ip("10.0.1.100"), End: ip("10.0.1.200"), PrefixLength: 25, Gateway: ip("10.0.1.126"),
 		}}},
+		{"put range allocate reserved", ipam.Record{Op: ipam.OpPutRange, Key: k1, Range: &ipam.IPRange{
+			Key: k1, NetworkInstance: "vpc-1", Start: ip("10.0.1.0"), End: ip("10.0.1.9"), AllocateReserved: true,
+		}}},
 	}
 }
