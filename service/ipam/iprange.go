@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 )
 
 func normalizeRange(r IPRange) (IPRange, error) {
@@ -178,11 +179,21 @@ func (t *tx) replaceRange(old, o *rangeObj) error {
 		return err
 	}
 	ng := o.rng
+	var dropped []string
+	n := 0
 	for _, off := range plain {
 		if ng.node != g.node || off < ng.lo || off > ng.hi {
-			return errf(ErrInUse, ObjRange, o.spec.Key, "spec.start", "the new range %s-%s drops address %s, allocated to %s",
-				o.spec.Start, o.spec.End, addOffset(g.node.prefix.Addr(), off), g.node.describeHolder(off))
+			if n++; n <= 3 {
+				dropped = append(dropped, addOffset(g.node.prefix.Addr(), off).String()+" ("+g.node.describeHolder(off)+")")
+			}
 		}
+	}
+	if n > 0 {
+		if n > 3 {
+			dropped = append(dropped, fmt.Sprintf("%d more", n-3))
+		}
+		return errf(ErrInUse, ObjRange, o.spec.Key, "spec.start", "the new range %s-%s drops allocated addresses: %s",
+			o.spec.Start, o.spec.End, strings.Join(dropped, ", "))
 	}
 	for _, p := range claims {
 		np := ng.pre[p.name]

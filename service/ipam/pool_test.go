@@ -207,7 +207,9 @@ func TestRangesChangeInPlace(t *testing.T) {
 			r.PreAllocations["n"] = mustAddr("10.0.1.16")
 		})},
 		{name: "drop an allocated address", r: edit(func(r *IPRange) { r.Start = mustAddr("10.0.1.11") }),
-			err: ErrInUse, field: "spec.start", msgs: []string{"drops address 10.0.1.10", `IPAllocation a of owner "app"`}},
+			err: ErrInUse, field: "spec.start", msgs: []string{"drops allocated addresses: 10.0.1.10 (IPAllocation a of owner \"app\")"}},
+		{name: "drop several allocated addresses", r: edit(func(r *IPRange) { r.Start = mustAddr("10.0.1.12") }),
+			err: ErrInUse, field: "spec.start", msgs: []string{"10.0.1.10 (IPAllocation a", "10.0.1.11 (IPAllocation b"}},
 		{name: "exclude an allocated address", r: edit(func(r *IPRange) { r.Exclusions = []AddrRange{{mustAddr("10.0.1.11"), mustAddr("10.0.1.11")}} }),
 			err: ErrConflict, field: "spec.exclusions[0]", msgs: []string{`IPAllocation b of owner "app"`}},
 		{name: "drop a claimed pre-allocation", r: edit(func(r *IPRange) { delete(r.PreAllocations, "m") }),
