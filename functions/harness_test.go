@@ -29,8 +29,8 @@ var (
 	binErr  error
 )
 
-// binaries builds ipam-fn, ipam-server and the no-op function (as noop)
-// once per test binary and returns the directory holding them.
+// binaries builds ipam-fn, ipam-server, ipamctl and the no-op function
+// (as noop) once per test binary and returns the directory holding them.
 func binaries(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -38,9 +38,9 @@ func binaries(t testing.TB) string {
 		if binErr != nil {
 			return
 		}
-		// One build for all three: ipam-fn, ipam-server and noop.
+		// One build for all four: ipam-fn, ipam-server, ipamctl and noop.
 		cmd := exec.Command("go", "build", "-o", binDir+string(filepath.Separator),
-			"./functions/cmd/ipam-fn", "./service/cmd/ipam-server", "./functions/internal/noop")
+			"./functions/cmd/ipam-fn", "./service/cmd/ipam-server", "./service/cmd/ipamctl", "./functions/internal/noop")
 		cmd.Dir = pkgtest.ModuleRoot(t)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {

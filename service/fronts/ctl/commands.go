@@ -20,7 +20,7 @@ type command struct {
 	name  string // "vrf list", "tree", ...
 	args  string // positional arguments, for usage
 	short string // one line of help
-	nargs int
+	nargs int    // -1: one or more
 	flags func(fs *flag.FlagSet) any
 	run   func(ctx context.Context, c ipamv1.IPAMClient, out *printer, pos []string, opts any) error
 }
@@ -138,6 +138,7 @@ var commands = []command{
 	{name: "alloc delete", short: "release an allocation", args: "NAME", nargs: 1, flags: getFlags, run: runDelete(ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION)},
 
 	{name: "tree", short: "print a network instance's prefix tree with utilization", args: "VRF", nargs: 1, flags: func(*flag.FlagSet) any { return nil }, run: runTree},
+	{name: "audit", short: "compare the kpt packages under directories (a Git checkout) with ipam-server", args: "DIR...", nargs: -1, flags: auditFlags, run: runAudit},
 }
 
 // resources are the command groups, with their other names.

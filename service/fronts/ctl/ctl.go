@@ -37,6 +37,9 @@ const (
 	ExitOK    = 0
 	ExitError = 1 // the call failed; the server's message is printed
 	ExitUsage = 2 // the command line is wrong
+	// ExitFindings: audit found differences between the packages and the
+	// server (printed).
+	ExitFindings = 3
 )
 
 const examples = `  ipamctl vrf list
@@ -45,6 +48,7 @@ const examples = `  ipamctl vrf list
   ipamctl alloc create alloc1 --selector nephio.org/network-instance=vpc-1 --selector nephio.org/network-name=net1
   ipamctl alloc get alloc1 -o yaml
   ipamctl tree vpc-1
+  ipamctl audit ./packages
   source <(ipamctl completion bash)`
 
 // globals are the flags every command accepts.
@@ -77,6 +81,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
 	}
+	var fe *findingsError
+	if errors.As(err, &fe) {
+		return ExitFindings
+	}
 	var ce *callError
 	if errors.As(err, &ce) {
 		fmt.Fprintf(stderr, "Error: %s\n", status.Convert(ce.err).Message())
@@ -96,7 +104,8 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "ipamctl",
 		Short: "ipamctl is the command line client of ipam-server",
 		Long: "ipamctl lists, shows, creates and deletes the network instances (VRFs), prefixes, ranges and\n" +
-			"allocations of ipam-server, and prints a network instance's prefix tree with its utilization.",
+			"allocations of ipam-server, prints a network instance's prefix tree with its utilization, and\n" +
+			"audits kpt packages in a Git checkout against the server.",
 		Example:       examples,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -158,12 +167,15 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 // otherwise.
 func exactArgs(c *command) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		if len(args) == c.nargs {
+		if len(args) == c.nargs || c.nargs < 0 && len(args) > 0 {
 			return nil
 		}
 		want, _, _ := strings.Cut(c.args, " ")
 		if c.nargs == 0 {
 			return fmt.Errorf("%s takes no arguments, got %q", strings.TrimPrefix(cmd.CommandPath(), "ipamctl "), args)
+		}
+		if c.nargs < 0 {
+			return fmt.Errorf("%s: want at least one %s", strings.TrimPrefix(cmd.CommandPath(), "ipamctl "), strings.TrimSuffix(want, "..."))
 		}
 		return fmt.Errorf("%s: want %s, got %d arguments", strings.TrimPrefix(cmd.CommandPath(), "ipamctl "), want, len(args))
 	}
@@ -195,7 +207,8 @@ func runCommand(ctx context.Context, g globals, c *command, stdout io.Writer, po
 	defer cancel()
 	if err := c.run(ctx, ipamv1.NewIPAMClient(conn), out, pos, opts); err != nil {
 		var ue *usageError
-		if errors.As(err, &ue) {
+		var fe *findingsError
+		if errors.As(err, &ue) || errors.As(err, &fe) {
 			return err
 		}
 		return &callError{err}
