@@ -21,6 +21,9 @@ import (
 //	ipam_allocations{network_instance}          allocations held, computed on scrape
 //	ipam_prefix_free_addresses{network_instance,prefix,kind,name}
 //	                                            free addresses of every prefix of the tree, computed on scrape
+//	ipam_prefix_used_addresses{...}             used addresses of every prefix (same labels)
+//	ipam_prefix_size_addresses{...}             addresses of every prefix (same labels), so that a
+//	                                            utilization alert is used / size
 //	ipam_watchers                               open Watch streams
 //
 // plus the standard Go runtime and process collectors.
@@ -94,14 +97,18 @@ type stateCollector struct{ a *ipam.Allocator }
 var (
 	allocationsDesc = prometheus.NewDesc("ipam_allocations", "Allocations held, by network instance.",
 		[]string{"network_instance"}, nil)
-	freeDesc = prometheus.NewDesc("ipam_prefix_free_addresses", "Free addresses of each prefix of a network instance's tree.",
-		[]string{"network_instance", "prefix", "kind", "name"}, nil)
+	prefixLabels = []string{"network_instance", "prefix", "kind", "name"}
+	freeDesc     = prometheus.NewDesc("ipam_prefix_free_addresses", "Free addresses of each prefix of a network instance's tree.", prefixLabels, nil)
+	usedDesc     = prometheus.NewDesc("ipam_prefix_used_addresses", "Used addresses of each prefix of a network instance's tree.", prefixLabels, nil)
+	sizeDesc     = prometheus.NewDesc("ipam_prefix_size_addresses", "Addresses of each prefix of a network instance's tree (saturating at 2^64-1).", prefixLabels, nil)
 )
 
 // Describe sends the descriptors of the computed gauges.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- allocationsDesc
 	ch <- freeDesc
+	ch <- usedDesc
+	ch <- sizeDesc
 }
 
 // Collect reads the allocations and prefix trees of every network instance.
@@ -120,8 +127,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			continue // deleted since the list
 		}
 		for _, n := range nodes {
-			ch <- prometheus.MustNewConstMetric(freeDesc, prometheus.GaugeValue, float64(n.Total-min(n.Used, n.Total)),
-				vrf, n.Prefix.String(), string(n.Kind), n.Name)
+			labels := []string{vrf, n.Prefix.String(), string(n.Kind), n.Name}
+			ch <- prometheus.MustNewConstMetric(freeDesc, prometheus.GaugeValue, float64(n.Total-min(n.Used, n.Total)), labels...)
+			ch <- prometheus.MustNewConstMetric(usedDesc, prometheus.GaugeValue, float64(n.Used), labels...)
+			ch <- prometheus.MustNewConstMetric(sizeDesc, prometheus.GaugeValue, float64(n.Total), labels...)
 		}
 	}
 }

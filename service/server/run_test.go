@@ -303,6 +303,8 @@ func TestMetrics(t *testing.T) {
 		`ipam_allocations{network_instance="vpc-1"} 3`,
 		`ipam_prefix_free_addresses{kind="network",name="default/net1-prefix1",network_instance="vpc-1",prefix="10.0.1.0/24"} 250`,
 		`ipam_prefix_free_addresses{kind="aggregate",name="default/aggregate0",network_instance="vpc-1",prefix="10.0.0.0/8"} 1.677696e+07`,
+		`ipam_prefix_used_addresses{kind="network",name="default/net1-prefix1",network_instance="vpc-1",prefix="10.0.1.0/24"} 6`,
+		`ipam_prefix_size_addresses{kind="network",name="default/net1-prefix1",network_instance="vpc-1",prefix="10.0.1.0/24"} 256`,
 		`ipam_sync_items_total 2`,
 		`ipam_rpc_duration_seconds_count{code="OK",method="Allocate"} 1`,
 		`ipam_rpc_duration_seconds_count{code="NotFound",method="Get"} 1`,
