@@ -25,7 +25,7 @@ CMD_PKGS := $(patsubst %/,./%,$(sort $(dir $(wildcard service/cmd/*/*.go functio
 # Top-level directories holding Go code.
 GO_DIRS := $(wildcard api service functions injector)
 
-.PHONY: help build run demo test bench fuzz generate generate-api generate-proto verify lint clean controller-gen
+.PHONY: help build run demo test bench bench-peers peers-smoke fuzz generate generate-api generate-proto verify lint clean controller-gen
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-20s %s\n", $$1, $$2 }'
@@ -58,6 +58,7 @@ test: export KUBEBUILDER_ASSETS = $(TESTBIN)
 test: verify testbin porch-env ## build the tools the tests need under bin/ and run all tests
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(MAKE) --no-print-directory peers-smoke
 
 bench: export KUBEBUILDER_ASSETS = $(TESTBIN)
 bench: testbin ## run the benchmarks and print them against the performance targets
@@ -66,6 +67,21 @@ bench: testbin ## run the benchmarks and print them against the performance targ
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count=1 ./... 2>&1 | tee $(BIN)/bench.txt || status=$$?; \
 	echo; $(GO) run ./service/internal/benchtable < $(BIN)/bench.txt; \
 	exit $$status
+
+# The peer benchmarks are a module of their own (service/peerbench); the
+# checksum database does not know metal-stack/go-ipam.
+PEERS_ENV = GONOSUMDB=github.com/metal-stack
+
+bench-peers: ## run the same workloads against this project and its peers (go-ipam, netipx) and print the table
+	@mkdir -p $(BIN)
+	@cd service/peerbench && status=0; \
+	$(PEERS_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count=1 -timeout 60m . 2>&1 | tee $(abspath $(BIN))/bench-peers.txt || status=$$?; \
+	echo; $(PEERS_ENV) $(GO) run ./cmd/peertable < $(abspath $(BIN))/bench-peers.txt; \
+	exit $$status
+
+peers-smoke: ## build the peer benchmarks and run each workload once (part of make test)
+	@cd service/peerbench && $(PEERS_ENV) $(GO) vet ./... && \
+	$(PEERS_ENV) $(GO) test -count=1 -short -run . -bench . -benchtime 1x ./...
 
 fuzz: ## run every Fuzz* target for FUZZTIME (default 20s) each
 	@targets=$$($(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ { names[n++] = $$1; next } /^ok/ { for (i = 0; i < n; i++) print $$2, names[i]; n = 0 }'); \
@@ -126,6 +142,7 @@ lint: golangci-lint ## gofmt, go vet and golangci-lint (.golangci.yml)
 	if [ -n "$$unformatted" ]; then echo "lint: not gofmt-ed:" >&2; echo "$$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
+	cd service/peerbench && $(PEERS_ENV) $(abspath $(GOLANGCI_LINT)) run ./...
 
 # Pinned linter.
 GOLANGCI_LINT_VERSION := 2.15.0

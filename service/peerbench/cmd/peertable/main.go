@@ -1,0 +1,112 @@
+// Command peertable reads the output of `go test -bench` in package
+// peerbench and prints one row per workload: the time per operation of
+// this project ("ours") and of each peer, and how many times faster ours
+// is than the fastest peer.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// Result is one benchmark line: workload/impl and its ns/op.
+type Result struct {
+	Workload, Impl string
+	NsPerOp        float64
+}
+
+// parse reads the benchmark lines of out. A benchmark is named
+// Benchmark<Workload>/<params>/<impl>[-procs].
+func parse(r io.Reader) ([]Result, error) {
+	var out []Result
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") || f[3] != "ns/op" {
+			continue
+		}
+		name := strings.TrimPrefix(f[0], "Benchmark")
+		if i := strings.LastIndexByte(name, '-'); i > strings.LastIndexByte(name, '/') {
+			name = name[:i] // the GOMAXPROCS suffix
+		}
+		i := strings.LastIndexByte(name, '/')
+		if i < 0 {
+			continue
+		}
+		ns, err := strconv.ParseFloat(f[2], 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f[0], err)
+		}
+		out = append(out, Result{Workload: strings.ReplaceAll(name[:i], "/", " "), Impl: name[i+1:], NsPerOp: ns})
+	}
+	return out, sc.Err()
+}
+
+// table writes the rows: workload, ours, each peer (in first-seen order),
+// and ours' speed-up over the fastest peer.
+func table(w io.Writer, results []Result) error {
+	var workloads, peers []string
+	by := map[[2]string]float64{}
+	for _, r := range results {
+		if !slices.Contains(workloads, r.Workload) {
+			workloads = append(workloads, r.Workload)
+		}
+		if r.Impl != "ours" && !slices.Contains(peers, r.Impl) {
+			peers = append(peers, r.Impl)
+		}
+		by[[2]string{r.Workload, r.Impl}] = r.NsPerOp
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "workload\tours\t%s\tours vs fastest peer\t\n", strings.Join(peers, "\t"))
+	for _, wl := range workloads {
+		ours, ok := by[[2]string{wl, "ours"}]
+		row := []string{wl, cell(ours, ok)}
+		best := 0.0
+		for _, p := range peers {
+			v, ok := by[[2]string{wl, p}]
+			row = append(row, cell(v, ok))
+			if ok && (best == 0 || v < best) {
+				best = v
+			}
+		}
+		ratio := "-"
+		if ok && best > 0 && ours > 0 {
+			ratio = fmt.Sprintf("%.1f×", best/ours)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t\n", strings.Join(row, "\t"), ratio)
+	}
+	return tw.Flush()
+}
+
+func cell(ns float64, ok bool) string {
+	if !ok {
+		return "-"
+	}
+	switch {
+	case ns >= 1e6:
+		return fmt.Sprintf("%.1f ms", ns/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%.1f µs", ns/1e3)
+	}
+	return fmt.Sprintf("%.0f ns", ns)
+}
+
+func main() {
+	results, err := parse(os.Stdin)
+	if err == nil && len(results) == 0 {
+		err = fmt.Errorf("no benchmark results on stdin")
+	}
+	if err == nil {
+		err = table(os.Stdout, results)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peertable:", err)
+		os.Exit(1)
+	}
+}

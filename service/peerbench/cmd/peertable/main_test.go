@@ -1,0 +1,29 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestTable(t *testing.T) {
+	in := "goos: linux\n" +
+		"BenchmarkNextFree/fill=50/ours-2   \t 2000\t 3180 ns/op\t 1408 B/op\t 10 allocs/op\n" +
+		"BenchmarkNextFree/fill=50/go-ipam-2\t 2000\t 6360000 ns/op\n" +
+		"BenchmarkNextFree/fill=50/netipx-2 \t 2000\t 31800 ns/op\n" +
+		"BenchmarkNextFree/fill=0/ours-2    \t 2000\t 500 ns/op\n" +
+		"PASS\n"
+	res, err := parse(strings.NewReader(in))
+	if err != nil || len(res) != 4 || res[1] != (Result{"NextFree fill=50", "go-ipam", 6360000}) {
+		t.Fatalf("parse: %+v, %v", res, err)
+	}
+	var b strings.Builder
+	if err := table(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"go-ipam", "netipx", "6.4 ms", "31.8 µs", "10.0×", "NextFree fill=0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
