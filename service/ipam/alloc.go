@@ -616,10 +616,7 @@ func (t *tx) placeExactAddress(spec *allocSpec, r *Allocation, cnt uint64) (allo
 			}
 		}
 	}
-	g, spanGW := uint64(0), false
-	if cnt > 1 {
-		g, spanGW = n.blockGateway()
-	}
+	g, spanGW := n.blockGateway(cnt)
 	for i := range cnt {
 		if n.addrs.Has(off+i) && (!spanGW || off+i != g) {
 			x := off + i
@@ -770,10 +767,7 @@ func (t *tx) placeRecorded(spec *allocSpec, r *Allocation, res Result) (allocRec
 	if off > n.addrs.Last() || cnt-1 > n.addrs.Last()-off {
 		return allocRec{}, errf(ErrInvalid, ObjAllocation, r.Key, "status.prefix", "%s (count %d) does not fit in %s", a, cnt, n.prefix)
 	}
-	g, spanGW := uint64(0), false
-	if cnt > 1 {
-		g, spanGW = n.blockGateway()
-	}
+	g, spanGW := n.blockGateway(cnt)
 	for i := range cnt {
 		if n.addrs.Has(off+i) && (!spanGW || off+i != g) {
 			return allocRec{}, errf(ErrConflict, ObjAllocation, r.Key, "status.prefix", "%s is already held by %s", addOffset(n.prefix.Addr(), off+i), n.describeHolder(off+i))

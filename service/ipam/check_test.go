@@ -71,9 +71,9 @@ func checkInvariants(t testing.TB, a *Allocator) {
 					for i := range tb.Len() {
 						if r := tb.At(i); r.node == n {
 							plainAllocs++
-							g, spanGW := n.blockGateway()
+							g, spanGW := n.blockGateway(r.count())
 							for off := r.off; off < r.off+r.count(); off++ {
-								if spanGW && off == g && r.count() > 1 {
+								if spanGW && off == g {
 									continue // the gateway inside a block stays the gateway's
 								}
 								if plain[off] {

@@ -154,11 +154,11 @@ func (n *node) excludedAt(off uint64) *exclusion {
 
 func (n *node) isReserved(off uint64) bool { return slices.Contains(n.reserved, off) }
 
-// blockGateway returns the gateway's offset when blocks of n may contain
-// it: plain holds of blocks then skip that offset, which the gateway's
-// static address holds.
-func (n *node) blockGateway() (uint64, bool) {
-	if n.gwBlocks == 0 || !n.gateway.IsValid() {
+// blockGateway returns the gateway's offset when a plain hold of cnt
+// addresses (a block) of n may contain it; the hold then skips that
+// offset, which the gateway's static address holds.
+func (n *node) blockGateway(cnt uint64) (uint64, bool) {
+	if cnt <= 1 || n.gwBlocks == 0 || !n.gateway.IsValid() {
 		return 0, false
 	}
 	return offsetOf(n.prefix.Addr(), n.gateway)

@@ -207,15 +207,12 @@ func b2i(b bool) int {
 // optInGatewayBlocks adds d to the prefixes of n that let blocks contain
 // its gateway. When the last one goes, no block may contain it.
 func (t *tx) optInGatewayBlocks(n *node, d int, obj string, key Key) error {
-	if g, ok := n.blockGateway(); ok && n.gwBlocks+d == 0 {
-		for _, tb := range n.v.tables {
-			for i := range tb.Len() {
-				if r := tb.At(i); r.node == n && r.off <= g && g-r.off < r.count() {
-					a := tb.at(i)
-					return errf(ErrInUse, obj, key, "spec.gatewayInBlocks", "the block %s-%s of %s contains the gateway %s",
-						addOffset(n.prefix.Addr(), r.off), addOffset(n.prefix.Addr(), r.off+r.count()-1), objName(ObjAllocation, a.key()), n.gateway)
-				}
-			}
+	// The offset a block (any count above 1) may share with the gateway;
+	// nothing but a block holds it besides the gateway.
+	if g, ok := n.blockGateway(2); ok && n.gwBlocks+d == 0 {
+		if a, held := n.v.plainHolder(n, g); held {
+			return errf(ErrInUse, obj, key, "spec.gatewayInBlocks", "the block %s-%s of %s contains the gateway %s",
+				addOffset(n.prefix.Addr(), a.off), addOffset(n.prefix.Addr(), a.off+a.count()-1), objName(ObjAllocation, a.key()), n.gateway)
 		}
 	}
 	old := n.gwBlocks
@@ -492,7 +489,6 @@ func (t *tx) deletePrefixObj(o *prefixObj, obj string, key Key) error {
 	return nil
 }
 
-// allocationCount counts the allocations holding addresses of n.
 // gatewayUsers counts the allocations of n that are given n's gateway:
 // all but those of ranges with a gateway of their own.
 func (n *node) gatewayUsers() int {
@@ -503,30 +499,23 @@ func (n *node) gatewayUsers() int {
 		g := n.rangeAt(off)
 		return g != nil && g.obj.spec.Gateway.IsValid()
 	}
-	c := 0
+	c := n.allocationCount()
 	for _, tb := range n.v.tables {
 		for i := range tb.Len() {
-			if r := tb.At(i); r.node == n && !own(r.off) {
-				c++
+			if r := tb.At(i); r.node == n && own(r.off) {
+				c--
 			}
 		}
 	}
 	for off, h := range n.holders {
-		switch h := h.(type) {
-		case *hostEntry:
-			if h.claim != nil {
-				c++
-			}
-		case *preAlloc:
-			if h.claim != nil && !own(off) {
-				c++
-			}
+		if p, ok := h.(*preAlloc); ok && p.claim != nil && own(off) {
+			c--
 		}
 	}
 	return c
 }
 
-// allocationCount counts the allocations of n.
+// allocationCount counts the allocations holding addresses of n.
 func (n *node) allocationCount() int {
 	c := n.plain
 	for _, h := range n.holders {

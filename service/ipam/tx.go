@@ -400,10 +400,7 @@ func (t *tx) unholdPlain(n *node, off, cnt uint64) {
 }
 
 func holdPlain(n *node, off, cnt uint64) {
-	g, skip := uint64(0), false
-	if cnt > 1 {
-		g, skip = n.blockGateway()
-	}
+	g, skip := n.blockGateway(cnt)
 	for i := range cnt {
 		if !skip || off+i != g {
 			n.addrs.Add(off + i)
@@ -413,10 +410,7 @@ func holdPlain(n *node, off, cnt uint64) {
 }
 
 func freePlain(n *node, off, cnt uint64) {
-	g, skip := uint64(0), false
-	if cnt > 1 {
-		g, skip = n.blockGateway()
-	}
+	g, skip := n.blockGateway(cnt)
 	for i := range cnt {
 		if !skip || off+i != g {
 			n.addrs.Remove(off + i)
@@ -470,7 +464,7 @@ func (n *node) nextFree(lo, hi, cnt uint64, inRange bool) (uint64, bool) {
 			off, ok = n.addrs.NextFree(lo, hi)
 		} else {
 			off, ok = n.addrs.NextFreeRun(lo, hi, cnt)
-			if g, span := n.blockGateway(); span {
+			if g, span := n.blockGateway(cnt); span {
 				if s, found := n.runAroundGateway(lo, hi, cnt, g); found && (!ok || s < off) {
 					off, ok = s, true
 				}
