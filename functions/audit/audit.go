@@ -22,6 +22,7 @@ import (
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
 	"github.com/nephio-project/ipam/functions/ipamfn"
+	"github.com/nephio-project/ipam/functions/pkgsync"
 )
 
 // The kinds of finding.
@@ -285,9 +286,8 @@ func readPackage(dir string, others []string) (*pkg, error) {
 	p := &pkg{dir: dir, owner: owner}
 	for _, file := range slices.Sorted(maps.Keys(files)) {
 		for _, o := range files[file] {
-			kind := o.GetKind()
-			if o.GetAPIVersion() != ipamv1alpha1.APIVersion || (kind != ipamv1alpha1.KindIPAllocation && kind != ipamv1alpha1.KindIPPrefix &&
-				kind != ipamv1alpha1.KindNetworkInstance) {
+			kind := pkgsync.KindOf(o)
+			if kind == "" {
 				continue
 			}
 			status, _, _ := o.NestedString("status", "prefix")

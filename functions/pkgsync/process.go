@@ -82,7 +82,7 @@ func (o *object) id() string { return o.kind + " " + translate.ID(o.ns, o.name) 
 // an object the function must refuse); without one a run needs no server.
 func HasIPAMObjects(items fn.KubeObjects) bool {
 	for _, it := range items {
-		if kindOf(it) != "" || inGroup(it) && !IsConfig(it) {
+		if KindOf(it) != "" || inGroup(it) && !IsConfig(it) {
 			return true
 		}
 	}
@@ -117,8 +117,10 @@ func unknownResult(it *fn.KubeObject) *fn.Result {
 		ipamv1alpha1.KindIPAllocation, KindIPAMConfig), "InvalidArgument")
 }
 
-// kindOf returns the IPAM kind of it, or "" when it is something else.
-func kindOf(it *fn.KubeObject) string {
+// KindOf returns the IPAM kind of it (NetworkInstance, IPPrefix or
+// IPAllocation of ipam.nephio.org/v1alpha1), or "" when it is something
+// else.
+func KindOf(it *fn.KubeObject) string {
 	for _, k := range []string{ipamv1alpha1.KindIPAllocation, ipamv1alpha1.KindIPPrefix, ipamv1alpha1.KindNetworkInstance} {
 		if it.IsGVK(ipamv1alpha1.Group, ipamv1alpha1.Version, k) {
 			return k
@@ -190,7 +192,7 @@ func buildRequest(opts Options, items fn.KubeObjects) (*ipamv1.SyncRequest, []*o
 	var objs []*object
 	var results fn.Results
 	for _, it := range items {
-		if k := kindOf(it); k != "" {
+		if k := KindOf(it); k != "" {
 			objs = append(objs, &object{item: it, kind: k, ns: it.GetNamespace(), name: it.GetName()})
 		} else if inGroup(it) && !IsConfig(it) {
 			results = append(results, unknownResult(it))
