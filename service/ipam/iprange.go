@@ -142,7 +142,12 @@ func (t *tx) addRange(o *rangeObj) error {
 	}
 	excl := s.Exclusions
 	if gw := s.Gateway; gw.IsValid() && !gw.Less(s.Start) && !s.End.Less(gw) {
-		// The range's own gateway is never allocated.
+		// The range's own gateway is never allocated: an exclusion of
+		// the range, which must find it free (named here, since the
+		// exclusion is not one of spec.exclusions).
+		if off, _ := offsetOf(n.prefix.Addr(), gw); n.addrs.Has(off) && !n.isReserved(off) {
+			return errf(ErrConflict, ObjRange, k, "spec.gateway", "%s is held by %s", gw, n.describeHolder(off))
+		}
 		excl = append(slices.Clip(excl), AddrRange{Start: gw, End: gw})
 	}
 	if err := t.addExclusions(n, excl, g, ObjRange, k, "spec.exclusions"); err != nil {

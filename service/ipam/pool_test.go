@@ -302,6 +302,11 @@ func TestRangePrefixLengthAndGateway(t *testing.T) {
 		tc.edit(&r)
 		wantErr(t, tc.name, a.CreateRange(ctx, r), ErrInvalid, tc.field)
 	}
+	// A gateway moved onto an allocated address of the range is refused
+	// on spec.gateway, naming the holder.
+	r := r3
+	r.Gateway = mustAddr("10.0.1.122")
+	wantErr(t, "gateway on an allocation", a.CreateRange(ctx, r), ErrConflict, "spec.gateway", `IPAllocation 10.0.1.122/25 of owner "app"`)
 	restored := New()
 	if err := restored.Apply(a.Snapshot(nil)); err != nil || dump(restored) != dump(a) {
 		t.Fatalf("restore: %v", err)
