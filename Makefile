@@ -91,11 +91,25 @@ fuzz: ## run every Fuzz* target for FUZZTIME (default 20s) each
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg" < /dev/null; \
 	done <<< "$$targets"
 
-generate: generate-api generate-proto blueprint-crds ## regenerate all committed generated code
+generate: generate-api generate-proto blueprint-crds capi-crds ## regenerate all committed generated code
 
-generate-api: controller-gen ## regenerate deepcopy and CRD YAML of api/ipam
+generate-api: controller-gen ## regenerate deepcopy and CRD YAML of api/ipam, deepcopy of the api/capi mirrors
 	rm -f api/ipam/v1alpha1/crds/*.yaml
 	$(CONTROLLER_GEN) object paths=./api/ipam/... crd paths=./api/ipam/... output:crd:artifacts:config=api/ipam/v1alpha1/crds
+	$(CONTROLLER_GEN) object paths=./api/capi/...
+
+# The Cluster API CRDs the Cluster API front serves claims of, copied from
+# the sigs.k8s.io/cluster-api module (never written by hand).
+CAPI_VERSION := v1.11.3
+CAPI_CRDS    := ipam.cluster.x-k8s.io_ipaddressclaims.yaml ipam.cluster.x-k8s.io_ipaddresses.yaml cluster.x-k8s.io_clusters.yaml
+
+.PHONY: capi-crds
+
+capi-crds: ## copy the Cluster API IPAddressClaim, IPAddress and Cluster CRDs of $(CAPI_VERSION) into api/capi/crds
+	@dir=$$(cd $$(mktemp -d) && GOFLAGS=-mod=mod $(GO) mod download -json sigs.k8s.io/cluster-api@$(CAPI_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+	test -n "$$dir" || { echo "capi-crds: cannot download sigs.k8s.io/cluster-api@$(CAPI_VERSION)" >&2; exit 1; }; \
+	mkdir -p api/capi/crds; \
+	for f in $(CAPI_CRDS); do cp "$$dir/config/crd/bases/$$f" api/capi/crds/$$f; chmod 644 api/capi/crds/$$f; done
 
 # Pinned protobuf tools.
 BUF_VERSION                := v1.75.0

@@ -37,7 +37,7 @@ func loadCRDs(t *testing.T) map[string]*apiextensionsv1.CustomResourceDefinition
 		require.NoError(t, yaml.UnmarshalStrict(b, crd), f)
 		crds[crd.Spec.Names.Kind] = crd
 	}
-	require.Len(t, crds, 3, "expected one CRD per kind in crds/, got %v", files)
+	require.Len(t, crds, 5, "expected one CRD per kind in crds/, got %v", files)
 	return crds
 }
 
@@ -94,8 +94,12 @@ func TestCRDsCommon(t *testing.T) {
 	for kind, crd := range loadCRDs(t) {
 		t.Run(kind, func(t *testing.T) {
 			assert.Equal(t, GroupVersion.Group, crd.Spec.Group)
-			assert.Equal(t, apiextensionsv1.NamespaceScoped, crd.Spec.Scope)
-			assert.Equal(t, []string{"ipam"}, crd.Spec.Names.Categories, "kubectl get ipam must list %s", kind)
+			scope := apiextensionsv1.NamespaceScoped
+			if kind == KindGlobalInClusterIPPool {
+				scope = apiextensionsv1.ClusterScoped
+			}
+			assert.Equal(t, scope, crd.Spec.Scope)
+			assert.Contains(t, crd.Spec.Names.Categories, "ipam", "kubectl get ipam must list %s", kind)
 			v := version(t, crd)
 			require.NotNil(t, v.Subresources)
 			assert.NotNil(t, v.Subresources.Status, "status subresource")
@@ -112,6 +116,15 @@ func TestCRDsCommon(t *testing.T) {
 			assert.Equal(t, []string{"type"}, conds.XListMapKeys)
 		})
 	}
+}
+
+// poolCols are the printer columns of both Cluster API pools.
+var poolCols = []column{syncedCol, readyCol,
+	{"ADDRESSES", ".spec.addresses", 0},
+	{"TOTAL", ".status.ipAddresses.total", 0},
+	{"FREE", ".status.ipAddresses.free", 0},
+	{"USED", ".status.ipAddresses.used", 0},
+	ageCol,
 }
 
 func TestCRDPrinterColumns(t *testing.T) {
@@ -138,6 +151,8 @@ func TestCRDPrinterColumns(t *testing.T) {
 			{"GATEWAY", ".status.gateway", 0},
 			ageCol,
 		},
+		KindInClusterIPPool:       poolCols,
+		KindGlobalInClusterIPPool: poolCols,
 	}
 	for kind, crd := range loadCRDs(t) {
 		t.Run(kind, func(t *testing.T) {

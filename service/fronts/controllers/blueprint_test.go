@@ -204,6 +204,12 @@ func TestBlueprintLiveApply(t *testing.T) {
 	})
 	ns := s.namespace(t, "blueprint")
 	seedFlow(t, s, s.k8s, ns, "vpc-blueprint")
+	// And the Cluster API front: a pool and a claim get an IPAddress.
+	bp := pool(ns, "bp-pool", ipamv1alpha1.InClusterIPPoolSpec{Addresses: []string{"10.19.0.10-10.19.0.20"}, Prefix: 24, Gateway: "10.19.0.1"})
+	require.NoError(t, s.k8s.Create(ctx, bp))
+	require.NoError(t, s.k8s.Create(ctx, claim(ns, "bp-claim", ipamv1alpha1.KindInClusterIPPool, "bp-pool")))
+	require.Equal(t, "10.19.0.10", s.address(t, ns, "bp-claim").Spec.Address)
+	s.poolReady(t, bp, ipamv1alpha1.IPAddressStatusSummary{Total: 11, Used: 1, Free: 10})
 
 	// It took the lease and recorded events in the resources' namespace.
 	lease := &coordinationv1.Lease{}
@@ -248,6 +254,13 @@ func TestBlueprintLiveApply(t *testing.T) {
 		{sa, "coordination.k8s.io", "leases", "", "update", "default", false},
 		{sa, "", "secrets", "", "get", "ipam-system", false},
 		{sa, "porch.kpt.dev", "packagerevisions", "", "get", "any", false},
+		{sa, "ipam.cluster.x-k8s.io", "ipaddresses", "", "create", "any", true},
+		{sa, "ipam.cluster.x-k8s.io", "ipaddressclaims", "status", "patch", "any", true},
+		{sa, "ipam.cluster.x-k8s.io", "ipaddressclaims", "", "delete", "any", false},
+		{sa, "ipam.nephio.org", "globalinclusterippools", "status", "patch", "", true},
+		{sa, "ipam.nephio.org", "inclusterippools", "", "delete", "any", false},
+		{sa, "cluster.x-k8s.io", "clusters", "", "watch", "", true},
+		{sa, "cluster.x-k8s.io", "clusters", "", "update", "any", false},
 		{"system:serviceaccount:ipam-system:ipam-injector", "porch.kpt.dev", "packagerevisions", "", "watch", "", true},
 		{"system:serviceaccount:ipam-system:ipam-injector", "porch.kpt.dev", "packagerevisionresources", "", "update", "any", true},
 		{"system:serviceaccount:ipam-system:ipam-injector", "porch.kpt.dev", "packagerevisions", "", "delete", "any", false},

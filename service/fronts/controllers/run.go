@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	capicorev1beta2 "github.com/nephio-project/ipam/api/capi/core/v1beta2"
+	capiv1beta2 "github.com/nephio-project/ipam/api/capi/ipam/v1beta2"
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/client"
@@ -101,10 +103,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer func() { _ = conn.Close() }()
 
 	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := ipamv1alpha1.AddToScheme(scheme); err != nil {
+	if err := AddToScheme(scheme); err != nil {
 		return err
 	}
 	opts := ctrl.Options{
@@ -137,6 +136,18 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("controllers: %w", err)
 	}
 	return mgr.Start(ctx)
+}
+
+// AddToScheme adds every type the controllers read and write: the
+// Kubernetes built-ins, ipam.nephio.org and the Cluster API mirrors.
+func AddToScheme(s *runtime.Scheme) error {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, ipamv1alpha1.AddToScheme,
+		capiv1beta2.AddToScheme, capicorev1beta2.AddToScheme} {
+		if err := add(s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadRESTConfig reads path, or with no path the in-cluster config or the

@@ -25,7 +25,8 @@ type Options struct {
 	// when empty.
 	EventRecorderName string
 	// Reconciled, when set, is called after every reconcile with the
-	// controller's name (networkinstance, ipprefix, ipallocation), the
+	// controller's name (networkinstance, ipprefix, ipallocation,
+	// inclusterippool, globalinclusterippool, ipaddressclaim), the
 	// object and the outcome; any status write is done by then. Tests
 	// count reconciles with it instead of waiting for time to pass.
 	Reconciled func(controller string, key types.NamespacedName, res ctrl.Result, err error)
@@ -45,7 +46,8 @@ func observed(name string, r reconcile.Reconciler, hook func(string, types.Names
 
 // Setup registers the NetworkInstance, IPPrefix and IPAllocation
 // reconcilers, their watches and the network-instance field indexes with
-// mgr. They call ipam through c.
+// mgr, and the Cluster API front (pools and IPAddressClaims) when its CRDs
+// are installed. They call ipam through c; mgr's scheme needs AddToScheme.
 func Setup(ctx context.Context, mgr ctrl.Manager, c ipamv1.IPAMClient, opts Options) error {
 	if c == nil {
 		return errors.New("controllers: an IPAM client is required")
@@ -88,10 +90,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c ipamv1.IPAMClient, opts Opti
 		Complete(observed("ipprefix", &IPPrefixReconciler{base}, opts.Reconciled)); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).Named("ipallocation").
+	if err := ctrl.NewControllerManagedBy(mgr).Named("ipallocation").
 		For(&ipamv1alpha1.IPAllocation{}, forSpec).
 		Watches(&ipamv1alpha1.NetworkInstance{}, waitingAllocations, changed).
 		Watches(&ipamv1alpha1.IPPrefix{}, waitingAllocations, changed).
 		Watches(&ipamv1alpha1.IPAllocation{}, waitingAllocations, changed).
-		Complete(observed("ipallocation", &IPAllocationReconciler{base}, opts.Reconciled))
+		Complete(observed("ipallocation", &IPAllocationReconciler{base}, opts.Reconciled)); err != nil {
+		return err
+	}
+	return setupCAPI(ctx, mgr, base, opts.Reconciled)
 }

@@ -24,13 +24,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	ipamclient "github.com/nephio-project/ipam/service/client"
 	"github.com/nephio-project/ipam/service/fronts/controllers"
@@ -38,8 +36,12 @@ import (
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
 
-// crdDir holds the generated CRDs envtest installs.
-var crdDir = filepath.Join("..", "..", "..", "api", "ipam", "v1alpha1", "crds")
+// crdDir holds the generated CRDs envtest installs; capiCRDDir the Cluster
+// API CRDs (IPAddressClaim, IPAddress, Cluster) copied from its module.
+var (
+	crdDir     = filepath.Join("..", "..", "..", "api", "ipam", "v1alpha1", "crds")
+	capiCRDDir = filepath.Join("..", "..", "..", "api", "capi", "crds")
+)
 
 // suite is one kube-apiserver + etcd (envtest, real binaries) and one
 // ipam-server, shared by the tests of this package, which run one after
@@ -105,14 +107,11 @@ func startSuite() (_ *suite, err error) {
 	}()
 
 	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := ipamv1alpha1.AddToScheme(scheme); err != nil {
+	if err := controllers.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	s.env = &envtest.Environment{
-		CRDDirectoryPaths:     []string{crdDir},
+		CRDDirectoryPaths:     []string{crdDir, capiCRDDir},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}

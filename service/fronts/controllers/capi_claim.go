@@ -1,0 +1,447 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	capicorev1beta2 "github.com/nephio-project/ipam/api/capi/core/v1beta2"
+	capiv1beta2 "github.com/nephio-project/ipam/api/capi/ipam/v1beta2"
+	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/api/translate"
+)
+
+// Finalizers of the Cluster API IPAM contract, as the upstream in-cluster
+// provider names them.
+const (
+	// ReleaseAddressFinalizer holds a claim until its address is released.
+	ReleaseAddressFinalizer = "ipam.cluster.x-k8s.io/ReleaseAddress"
+	// ProtectAddressFinalizer holds an IPAddress until its claim goes.
+	ProtectAddressFinalizer = "ipam.cluster.x-k8s.io/ProtectAddress"
+)
+
+// indexCluster indexes IPAddressClaims by the Cluster they belong to.
+const indexCluster = "ipam.nephio.org/cluster"
+
+// clusterOf names the Cluster a claim belongs to: spec.clusterName, or
+// the cluster-name label.
+func clusterOf(c *capiv1beta2.IPAddressClaim) string {
+	if c.Spec.ClusterName != "" {
+		return c.Spec.ClusterName
+	}
+	return c.Labels[capicorev1beta2.ClusterNameLabel]
+}
+
+// indexByCluster is the indexer of indexCluster.
+func indexByCluster(obj client.Object) []string {
+	if c, ok := obj.(*capiv1beta2.IPAddressClaim); ok && clusterOf(c) != "" {
+		return []string{clusterOf(c)}
+	}
+	return nil
+}
+
+// ClaimReconciler serves Cluster API IPAddressClaims whose poolRef names
+// an ipam.nephio.org pool (InClusterIPPool, GlobalInClusterIPPool,
+// IPPrefix or NetworkInstance): it allocates from ipam-server, creates
+// the IPAddress named after the claim and releases it with the claim.
+// IPAddresses that exist without the server knowing them (after
+// clusterctl move to a management cluster with a fresh ipam-server) are
+// adopted, each as an allocation of exactly its address, before the pool
+// hands out anything new.
+type ClaimReconciler struct {
+	reconciler
+	// clusters is false when the Cluster CRD is not installed: claims
+	// then belong to no cluster that could pause them.
+	clusters bool
+
+	mu sync.Mutex
+	// adopted are the IPAddresses known to be held by ipam-server.
+	adopted map[types.UID]bool
+}
+
+// Reconcile brings one IPAddressClaim, its IPAddress and ipam-server in
+// line.
+func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var claim capiv1beta2.IPAddressClaim
+	if err := r.client.Get(ctx, req.NamespacedName, &claim); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !ourPool(claim.Spec.PoolRef) {
+		return ctrl.Result{}, nil
+	}
+	cluster, err := r.cluster(ctx, &claim)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if isPaused(&claim, cluster) {
+		// Nothing moves while paused, deletion included: clusterctl move
+		// deletes the claims it copied without their addresses going.
+		log.FromContext(ctx).V(1).Info("paused")
+		return ctrl.Result{}, nil
+	}
+	if !claim.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.release(ctx, &claim)
+	}
+	var addr capiv1beta2.IPAddress
+	err = r.client.Get(ctx, req.NamespacedName, &addr)
+	switch {
+	case apierrors.IsNotFound(err):
+		if cluster != nil && !cluster.DeletionTimestamp.IsZero() {
+			return ctrl.Result{}, nil // no new address for a cluster going away
+		}
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+	exists := err == nil
+	if !controllerutil.ContainsFinalizer(&claim, ReleaseAddressFinalizer) {
+		orig := claim.DeepCopy()
+		controllerutil.AddFinalizer(&claim, ReleaseAddressFinalizer)
+		if err := r.client.Patch(ctx, &claim, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	orig := claim.DeepCopy()
+
+	var o claimOutcome
+	if exists {
+		o = r.keep(ctx, &claim, &addr)
+	} else {
+		o = r.allocate(ctx, &claim)
+	}
+	if o.err != nil && o.reason == "" {
+		return ctrl.Result{}, o.err // the API server or ipam-server did not answer
+	}
+	cond := metav1.Condition{Type: capiv1beta2.ConditionReady, Status: metav1.ConditionTrue,
+		Reason: capiv1beta2.ReasonReady, Message: o.message, ObservedGeneration: claim.Generation}
+	if o.reason != capiv1beta2.ReasonReady {
+		cond.Status, cond.Reason = metav1.ConditionFalse, o.reason
+	} else {
+		claim.Status.AddressRef = capiv1beta2.IPAddressReference{Name: claim.Name}
+	}
+	meta.SetStatusCondition(&claim.Status.Conditions, cond)
+	if !equalClaimStatus(orig, &claim) {
+		if err := r.client.Status().Patch(ctx, &claim, client.MergeFrom(orig)); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if was := meta.IsStatusConditionTrue(orig.Status.Conditions, capiv1beta2.ConditionReady); was != (cond.Status == metav1.ConditionTrue) {
+			kind := corev1.EventTypeNormal
+			if cond.Status != metav1.ConditionTrue {
+				kind = corev1.EventTypeWarning
+			}
+			r.event(&claim, kind, cond.Reason, "Allocate", cond.Message)
+		}
+	}
+	if o.reason == capiv1beta2.ReasonReady {
+		return ctrl.Result{RequeueAfter: r.resync}, nil
+	}
+	return ctrl.Result{RequeueAfter: backoff(claim.Status.Conditions, capiv1beta2.ConditionReady, r.now(), r.resync)}, nil
+}
+
+// equalClaimStatus reports whether the claim's status is unchanged.
+func equalClaimStatus(a, b *capiv1beta2.IPAddressClaim) bool {
+	if a.Status.AddressRef != b.Status.AddressRef || len(a.Status.Conditions) != len(b.Status.Conditions) {
+		return false
+	}
+	for i := range a.Status.Conditions {
+		x, y := a.Status.Conditions[i], b.Status.Conditions[i]
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}
+
+// claimOutcome is how a claim's reconcile ended: reason is the Ready
+// reason (ReasonReady on success), or empty when err is a failure to
+// reach the API server or ipam-server, retried as an error.
+type claimOutcome struct {
+	reason, message string
+	err             error
+}
+
+// failed is the outcome of err from ipam-server: a full pool is
+// PoolExhausted, a missing network instance PoolNotReady, any other
+// verdict AllocationFailed, and no verdict an error.
+func failed(err error) claimOutcome {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.ResourceExhausted:
+		return claimOutcome{reason: capiv1beta2.ReasonPoolExhausted, message: st.Message(), err: err}
+	case codes.NotFound:
+		return claimOutcome{reason: capiv1beta2.ReasonPoolNotReady, message: st.Message(), err: err}
+	case codes.InvalidArgument, codes.OutOfRange, codes.AlreadyExists, codes.FailedPrecondition:
+		return claimOutcome{reason: capiv1beta2.ReasonAllocationFailed, message: st.Message(), err: err}
+	}
+	return claimOutcome{err: fmt.Errorf("ipam-server: %w", err)}
+}
+
+// cluster is the claim's Cluster, or nil when it names none or the
+// Cluster is not there.
+func (r *ClaimReconciler) cluster(ctx context.Context, claim *capiv1beta2.IPAddressClaim) (*capicorev1beta2.Cluster, error) {
+	name := clusterOf(claim)
+	if name == "" || !r.clusters {
+		return nil, nil
+	}
+	var c capicorev1beta2.Cluster
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: name}, &c); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return &c, nil
+}
+
+// isPaused reports whether the claim or its cluster is paused.
+func isPaused(claim *capiv1beta2.IPAddressClaim, cluster *capicorev1beta2.Cluster) bool {
+	if _, ok := claim.Annotations[capicorev1beta2.PausedAnnotation]; ok {
+		return true
+	}
+	if cluster == nil {
+		return false
+	}
+	_, annotated := cluster.Annotations[capicorev1beta2.PausedAnnotation]
+	return annotated || ptr.Deref(cluster.Spec.Paused, false)
+}
+
+// request is the allocation the claim asks ipam-server for and the pool
+// it names, or the outcome that stops it: a pool that is missing or not
+// ready.
+func (r *ClaimReconciler) request(ctx context.Context, claim *capiv1beta2.IPAddressClaim) (*ipamv1.Allocation, client.Object, *claimOutcome) {
+	ref := claim.Spec.PoolRef
+	ns := poolNamespace(ref.Kind, claim.Namespace)
+	key := types.NamespacedName{Namespace: ns, Name: ref.Name}
+	notReady := func(why string) *claimOutcome {
+		return &claimOutcome{reason: capiv1beta2.ReasonPoolNotReady,
+			message: fmt.Sprintf("%s %s: spec.poolRef: %s %s %s", capiv1beta2.KindIPAddressClaim, translate.ID(claim.Namespace, claim.Name), ref.Kind, translate.ID(ns, ref.Name), why)}
+	}
+	var pool client.Object
+	switch ref.Kind {
+	case ipamv1alpha1.KindInClusterIPPool:
+		pool = &ipamv1alpha1.InClusterIPPool{}
+	case ipamv1alpha1.KindGlobalInClusterIPPool:
+		pool = &ipamv1alpha1.GlobalInClusterIPPool{}
+	case ipamv1alpha1.KindIPPrefix:
+		pool = &ipamv1alpha1.IPPrefix{}
+	default:
+		pool = &ipamv1alpha1.NetworkInstance{}
+	}
+	if err := r.client.Get(ctx, key, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, notReady("does not exist")
+		}
+		return nil, nil, &claimOutcome{err: err}
+	}
+	if !pool.GetDeletionTimestamp().IsZero() {
+		return nil, nil, notReady("is being deleted")
+	}
+	var conds []metav1.Condition
+	var want *ipamv1.Allocation
+	k := translate.ClaimKey(r.owner, claim.Namespace, claim.Name)
+	switch p := pool.(type) {
+	case *ipamv1alpha1.IPPrefix:
+		conds, want = p.Status.Conditions, translate.ClaimFromPrefix(k, p)
+	case *ipamv1alpha1.NetworkInstance:
+		conds, want = p.Status.Conditions, translate.ClaimFromNetworkInstance(k, p.Name)
+	default:
+		_, _, st := capiPool(pool)
+		conds, want = st.Conditions, translate.ClaimAllocation(r.owner, k, claim, ns)
+	}
+	if !isReady(conds) {
+		return nil, nil, notReady("is not Ready")
+	}
+	return want, pool, nil
+}
+
+// allocate gets a new address for a claim without an IPAddress and
+// creates the IPAddress.
+func (r *ClaimReconciler) allocate(ctx context.Context, claim *capiv1beta2.IPAddressClaim) claimOutcome {
+	want, pool, stop := r.request(ctx, claim)
+	if stop != nil {
+		return *stop
+	}
+	if err := r.adoptPool(ctx, claim); err != nil {
+		return claimOutcome{err: err}
+	}
+	resp, err := r.ipam.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: want})
+	if err != nil {
+		return failed(err)
+	}
+	spec, err := translate.AddressSpec(claim, resp.GetResult())
+	if err != nil {
+		return claimOutcome{reason: capiv1beta2.ReasonAllocationFailed, message: err.Error(), err: err}
+	}
+	addr := &capiv1beta2.IPAddress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name,
+			Finalizers: []string{ProtectAddressFinalizer}},
+		Spec: spec,
+	}
+	if name := clusterOf(claim); name != "" {
+		addr.Labels = map[string]string{capicorev1beta2.ClusterNameLabel: name}
+	}
+	// The claim controls its address; the pool owns it too, but the claim
+	// staying an owner means the address is never collected with the pool.
+	addr.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: capiv1beta2.GroupVersion.String(), Kind: capiv1beta2.KindIPAddressClaim,
+		Name: claim.Name, UID: claim.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}, {
+		APIVersion: ipamv1alpha1.APIVersion, Kind: claim.Spec.PoolRef.Kind, Name: pool.GetName(), UID: pool.GetUID(),
+	}}
+	if err := r.client.Create(ctx, addr); err != nil {
+		// The allocation stays: the claim's next reconcile gets the same
+		// address again (rule 8) and creates the IPAddress then.
+		return claimOutcome{err: fmt.Errorf("creating IPAddress %s: %w", translate.ID(addr.Namespace, addr.Name), err)}
+	}
+	r.markAdopted(addr.UID)
+	return claimOutcome{reason: capiv1beta2.ReasonReady, message: "allocated " + resp.GetResult().GetPrefix()}
+}
+
+// keep checks that ipam-server holds the address of a claim's IPAddress,
+// and adopts it when the server does not know it.
+func (r *ClaimReconciler) keep(ctx context.Context, claim *capiv1beta2.IPAddressClaim, addr *capiv1beta2.IPAddress) claimOutcome {
+	if !metav1.IsControlledBy(addr, claim) && len(addr.OwnerReferences) > 0 {
+		return claimOutcome{reason: capiv1beta2.ReasonAllocationFailed,
+			message: fmt.Sprintf("%s %s: an IPAddress of that name exists and belongs to another claim", capiv1beta2.KindIPAddressClaim, translate.ID(claim.Namespace, claim.Name))}
+	}
+	if o, err := r.adopt(ctx, addr); err != nil || o != nil {
+		if err != nil {
+			return claimOutcome{err: err}
+		}
+		return *o
+	}
+	return claimOutcome{reason: capiv1beta2.ReasonReady, message: "allocated " + addr.Spec.Address}
+}
+
+// adoptPool makes sure ipam-server holds every IPAddress of the claim's
+// pool before the pool hands out a new address: after clusterctl move the
+// IPAddresses arrive before the claims are reconciled, and a fresh server
+// must not hand their addresses out again.
+func (r *ClaimReconciler) adoptPool(ctx context.Context, claim *capiv1beta2.IPAddressClaim) error {
+	ref := claim.Spec.PoolRef
+	var list capiv1beta2.IPAddressList
+	if err := r.client.List(ctx, &list, client.MatchingFields{indexPool: poolKey(ref.Kind, poolNamespace(ref.Kind, claim.Namespace), ref.Name)}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		a := &list.Items[i]
+		if r.isAdopted(a.UID) || !a.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if o, err := r.adopt(ctx, a); err != nil {
+			return err
+		} else if o != nil {
+			log.FromContext(ctx).Info("cannot adopt IPAddress", "ipAddress", translate.ID(a.Namespace, a.Name), "reason", o.message)
+		}
+	}
+	return nil
+}
+
+// adopt makes ipam-server hold addr for its claim: nothing to do when it
+// does, an allocation of exactly that address when it does not know the
+// claim. The outcome is non-nil when the server refuses, or holds another
+// address for the claim.
+func (r *ClaimReconciler) adopt(ctx context.Context, addr *capiv1beta2.IPAddress) (*claimOutcome, error) {
+	key := translate.ClaimKey(r.owner, addr.Namespace, addr.Spec.ClaimRef.Name)
+	got, err := r.ipam.Get(ctx, &ipamv1.GetRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION, Key: key})
+	ip, perr := netip.ParseAddr(addr.Spec.Address)
+	if perr != nil {
+		return &claimOutcome{reason: capiv1beta2.ReasonAllocationFailed,
+			message: fmt.Sprintf("IPAddress %s: spec.address: %q is not an IP address", translate.ID(addr.Namespace, addr.Name), addr.Spec.Address)}, nil
+	}
+	switch {
+	case err == nil:
+		held := got.GetObject().GetAllocation().GetResult().GetPrefix()
+		if p, err := netip.ParsePrefix(held); err == nil && p.Addr() == ip.Unmap() {
+			r.markAdopted(addr.UID)
+			return nil, nil
+		}
+		return &claimOutcome{reason: capiv1beta2.ReasonAllocationFailed,
+			message: fmt.Sprintf("IPAddress %s says %s but ipam-server holds %s for the claim", translate.ID(addr.Namespace, addr.Name), ip, held)}, nil
+	case status.Code(err) != codes.NotFound:
+		return nil, fmt.Errorf("ipam-server: %w", err)
+	}
+	claim := &capiv1beta2.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: addr.Namespace, Name: addr.Spec.ClaimRef.Name},
+		Spec: capiv1beta2.IPAddressClaimSpec{PoolRef: addr.Spec.PoolRef}}
+	want, _, stop := r.request(ctx, claim)
+	if stop != nil {
+		return stop, nil
+	}
+	want.Prefix = netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()).String()
+	if _, err := r.ipam.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: want}); err != nil {
+		o := failed(err)
+		if o.reason == "" {
+			return nil, o.err
+		}
+		return &o, nil
+	}
+	log.FromContext(ctx).Info("adopted IPAddress", "ipAddress", translate.ID(addr.Namespace, addr.Name), "address", ip.String())
+	r.markAdopted(addr.UID)
+	return nil, nil
+}
+
+func (r *ClaimReconciler) isAdopted(uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.adopted[uid]
+}
+
+func (r *ClaimReconciler) markAdopted(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.adopted == nil {
+		r.adopted = map[types.UID]bool{}
+	}
+	r.adopted[uid] = true
+}
+
+// release gives a deleted claim's address back to its pool, deletes its
+// IPAddress and lets the claim go.
+func (r *ClaimReconciler) release(ctx context.Context, claim *capiv1beta2.IPAddressClaim) error {
+	if !controllerutil.ContainsFinalizer(claim, ReleaseAddressFinalizer) {
+		return nil
+	}
+	key := translate.ClaimKey(r.owner, claim.Namespace, claim.Name)
+	if _, err := r.ipam.Release(ctx, &ipamv1.DeleteRequest{Key: key}); err != nil && !isNotFound(err) {
+		return fmt.Errorf("ipam-server: release %s: %w", translate.ID(claim.Namespace, claim.Name), err)
+	}
+	var addr capiv1beta2.IPAddress
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}, &addr)
+	if err == nil && metav1.IsControlledBy(&addr, claim) {
+		if controllerutil.ContainsFinalizer(&addr, ProtectAddressFinalizer) {
+			orig := addr.DeepCopy()
+			controllerutil.RemoveFinalizer(&addr, ProtectAddressFinalizer)
+			if err := r.client.Patch(ctx, &addr, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		if err := r.client.Delete(ctx, &addr); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		r.mu.Lock()
+		delete(r.adopted, addr.UID)
+		r.mu.Unlock()
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	orig := claim.DeepCopy()
+	controllerutil.RemoveFinalizer(claim, ReleaseAddressFinalizer)
+	if err := r.client.Patch(ctx, claim, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	return nil
+}
