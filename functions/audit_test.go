@@ -25,7 +25,7 @@ func TestAudit(t *testing.T) {
 	repo := t.TempDir()
 	pkgtest.Git(t, repo, "init", "--quiet")
 	root := filepath.Join(pkgtest.ModuleRoot(t), "testdata")
-	for _, name := range []string{"release", "dual-stack"} {
+	for _, name := range []string{"release", "dual-stack", "capi"} {
 		pkg := filepath.Join(repo, name)
 		pkgtest.CopyPackage(t, filepath.Join(root, name), pkg)
 		point(t, pkg, filepath.Join(bin, "ipam-fn"), addr)
@@ -74,6 +74,8 @@ func TestAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	pkgtest.CopyPackage(t, filepath.Join(repo, "dual-stack"), filepath.Join(repo, "sites", "dual-stack-copy"))
+	// An IPAddress of the Cluster API front edited by hand.
+	pkgtest.ReplaceIn(t, filepath.Join(repo, "capi", "ipaddress-node-0.yaml"), "address: 10.10.0.10", "address: 10.10.0.19")
 
 	out, code := ipamctl("audit", "-o", "json", repo)
 	if code != 3 {
@@ -89,10 +91,20 @@ func TestAudit(t *testing.T) {
 		audit.Leak:           "IPAllocation alloc-a",
 		audit.DuplicateOwner: "",
 	}
+	capiDrift := false
 	for _, f := range findings {
 		if obj, ok := want[f.Kind]; ok && obj == f.Object {
 			delete(want, f.Kind)
 		}
+		if f.Kind == audit.Drift && f.Object == "IPAllocation default/ipaddressclaim.node-0" && strings.Contains(f.Detail, "Git says 10.10.0.19/24, the server holds 10.10.0.10/24") {
+			capiDrift = true
+		}
+		if f.Owner == "capi" && f.Object != "IPAllocation default/ipaddressclaim.node-0" {
+			t.Errorf("the Cluster API package has a finding beyond its edited IPAddress: %+v", f)
+		}
+	}
+	if !capiDrift {
+		t.Errorf("no drift finding for the hand-edited IPAddress node-0 in\n%s", out)
 	}
 	if len(want) > 0 {
 		t.Fatalf("missing findings %v in\n%s", want, out)

@@ -141,7 +141,7 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, attem
 	// design: no package identity is needed, and drafts edited apart must
 	// not refuse each other.
 	opts.Owner, opts.Prune, opts.NoIdentity = owner, true, true
-	changed, results, perr := pkgsync.Process(ctx, in.IPAM, opts, files.items)
+	changed, results, perr := pkgsync.Process(ctx, in.IPAM, opts, &files.items)
 	cond := condition{Type: ConditionType, Status: "True", Reason: ReasonAllocated, Message: summary(files.items)}
 	if perr != nil {
 		if ctx.Err() != nil {
@@ -163,12 +163,15 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, attem
 	if in.beforeWrite != nil {
 		in.beforeWrite(ctx, attempt)
 	}
-	out := files.changedFiles()
-	if len(out) == 0 {
+	out, removed := files.changedFiles()
+	if len(out)+len(removed) == 0 {
 		return nil
 	}
 	maps.Copy(prr.Spec.Resources, out)
-	log.FromContext(ctx).Info("writing revision", "owner", owner, "files", slices.Sorted(maps.Keys(out)), "condition", cond.Status, "attempt", attempt)
+	for _, name := range removed {
+		delete(prr.Spec.Resources, name)
+	}
+	log.FromContext(ctx).Info("writing revision", "owner", owner, "files", slices.Sorted(maps.Keys(out)), "removed", removed, "condition", cond.Status, "attempt", attempt)
 	if err := in.Client.Update(ctx, &prr); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil

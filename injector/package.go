@@ -90,15 +90,24 @@ func serialize(objs fn.KubeObjects) string {
 }
 
 // changedFiles returns the files whose items now serialize differently
-// from when they were parsed, with their new content.
-func (p *packageFiles) changedFiles() map[string]string {
-	out := map[string]string{}
-	for name, objs := range byFile(p.items) {
+// from when they were parsed, with their new content (new files
+// included), and the files none of whose items is left (an IPAddress
+// whose claim left the package).
+func (p *packageFiles) changedFiles() (out map[string]string, removed []string) {
+	out = map[string]string{}
+	files := byFile(p.items)
+	for name, objs := range files {
 		if s := serialize(objs); s != p.before[name] {
 			out[name] = s
 		}
 	}
-	return out
+	for name := range p.before {
+		if _, ok := files[name]; !ok {
+			removed = append(removed, name)
+		}
+	}
+	slices.Sort(removed)
+	return out, removed
 }
 
 // kptfile returns the root Kptfile among the items, or nil.

@@ -1,8 +1,11 @@
 package injector
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kptdev/krm-functions-sdk/go/fn"
 )
 
 const kptfile = `apiVersion: kpt.dev/v1
@@ -32,8 +35,8 @@ func TestFilesAndCondition(t *testing.T) {
 	if len(p.items) != 3 {
 		t.Fatalf("%d items, want 3", len(p.items))
 	}
-	if out := p.changedFiles(); len(out) != 0 {
-		t.Fatalf("nothing changed but %v would be written", out)
+	if out, removed := p.changedFiles(); len(out)+len(removed) != 0 {
+		t.Fatalf("nothing changed but %v would be written, %v removed", out, removed)
 	}
 	c := condition{Type: ConditionType, Status: "False", Reason: ReasonFailed, Message: "no free address"}
 	changed, err := setCondition(p.kptfile(), c)
@@ -43,9 +46,9 @@ func TestFilesAndCondition(t *testing.T) {
 	if again, _ := setCondition(p.kptfile(), c); again {
 		t.Error("setting the same condition again reported a change")
 	}
-	out := p.changedFiles()
-	if len(out) != 1 || out["Kptfile"] == "" {
-		t.Fatalf("written %v, want the Kptfile only", out)
+	out, removed := p.changedFiles()
+	if len(out) != 1 || out["Kptfile"] == "" || len(removed) != 0 {
+		t.Fatalf("written %v, removed %v, want the Kptfile only", out, removed)
 	}
 	got, ok := getCondition(out)
 	if !ok || got != c {
@@ -58,6 +61,19 @@ func TestFilesAndCondition(t *testing.T) {
 	}
 	if strings.Contains(out["Kptfile"], annotationPath) {
 		t.Errorf("Kptfile keeps the path annotation:\n%s", out["Kptfile"])
+	}
+
+	// A new item makes a new file; a file whose items are all gone is
+	// removed.
+	added := fn.NewEmptyKubeObject()
+	_ = added.SetAPIVersion("v1")
+	_ = added.SetKind("ConfigMap")
+	_ = added.SetName("c")
+	_ = added.SetAnnotation(annotationPath, "new/c.yaml")
+	p.items = append(slices.DeleteFunc(p.items, func(it *fn.KubeObject) bool { return it.GetAnnotation(annotationPath) == "app.yaml" }), added)
+	out, removed = p.changedFiles()
+	if !strings.Contains(out["new/c.yaml"], "name: c") || !slices.Equal(removed, []string{"app.yaml"}) {
+		t.Errorf("written %v, removed %v; want new/c.yaml written and app.yaml removed", out, removed)
 	}
 }
 

@@ -284,8 +284,12 @@ func readPackage(dir string, others []string) (*pkg, error) {
 		return nil, err
 	}
 	p := &pkg{dir: dir, owner: owner}
+	var all fn.KubeObjects
+	fileOf := map[*fn.KubeObject]string{}
 	for _, file := range slices.Sorted(maps.Keys(files)) {
 		for _, o := range files[file] {
+			all = append(all, o)
+			fileOf[o] = file
 			kind := pkgsync.KindOf(o)
 			if kind == "" {
 				continue
@@ -293,6 +297,12 @@ func readPackage(dir string, others []string) (*pkg, error) {
 			status, _, _ := o.NestedString("status", "prefix")
 			p.objs = append(p.objs, resource{kind: kind, ns: o.GetNamespace(), name: o.GetName(), file: file, status: status})
 		}
+	}
+	// Cluster API pools and claims declare objects under generated names:
+	// the pool's network instance and networks, the claim's allocation
+	// with the address its IPAddress records.
+	for _, d := range pkgsync.DeclaredByFronts(owner, all) {
+		p.objs = append(p.objs, resource{kind: d.Kind, ns: d.Namespace, name: d.Name, file: fileOf[d.Item], status: d.Prefix})
 	}
 	return p, nil
 }

@@ -42,7 +42,7 @@ func (f Function) Process(rl *fn.ResourceList) (bool, error) {
 		return f.fail(rl, fn.Results{{Severity: fn.Error, Message: err.Error()}})
 	}
 	defer func() { _ = conn.Close() }()
-	_, results, err := pkgsync.Process(context.Background(), ipamv1.NewIPAMClient(conn), cfg.Options(), rl.Items)
+	_, results, err := pkgsync.Process(context.Background(), ipamv1.NewIPAMClient(conn), cfg.Options(), &rl.Items)
 	rl.Results = append(rl.Results, results...)
 	if err != nil {
 		return false, err

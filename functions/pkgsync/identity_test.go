@@ -29,7 +29,7 @@ func TestProcessPackageIdentity(t *testing.T) {
 	}
 
 	original := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", pkgtest.Seed)
-	if _, _, err := pkgsync.Process(ctx, client, cfg, original); err != nil {
+	if _, _, err := pkgsync.Process(ctx, client, cfg, &original); err != nil {
 		t.Fatal(err)
 	}
 	id := idOf(original)
@@ -39,14 +39,14 @@ func TestProcessPackageIdentity(t *testing.T) {
 	// The identity depends on the package only: another render of the
 	// same input writes the same one (and the server accepts it).
 	again := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", pkgtest.Seed)
-	if _, _, err := pkgsync.Process(ctx, client, cfg, again); err != nil || idOf(again) != id {
+	if _, _, err := pkgsync.Process(ctx, client, cfg, &again); err != nil || idOf(again) != id {
 		t.Fatalf("same input: identity %q (want %q), err %v", idOf(again), id, err)
 	}
 
 	edited := strings.Replace(pkgtest.Seed, "name: alloc1\n", "name: alloc1-site-b\n", 1)
 	copied := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", edited)
 	before := pkgtest.Snapshot(copied)
-	changed, results, err := pkgsync.Process(ctx, client, cfg, copied)
+	changed, results, err := pkgsync.Process(ctx, client, cfg, &copied)
 	if !errors.Is(err, pkgsync.ErrFailed) || changed || len(results) != 1 {
 		t.Fatalf("copy: changed %v, results %v, err %v", changed, results, err)
 	}
@@ -61,13 +61,13 @@ func TestProcessPackageIdentity(t *testing.T) {
 
 	// A malformed adopt annotation names itself.
 	bad := pkgtest.Items(t, "Kptfile", strings.Replace(pkgtest.Kptfile, "  name: seed-pkg\n", "  name: seed-pkg\n  annotations:\n    ipam.nephio.org/adopt: \"yes\"\n", 1), "resources.yaml", edited)
-	if _, results, err := pkgsync.Process(ctx, client, cfg, bad); err == nil || len(results) != 1 || results[0].Field == nil ||
+	if _, results, err := pkgsync.Process(ctx, client, cfg, &bad); err == nil || len(results) != 1 || results[0].Field == nil ||
 		results[0].Field.Path != "metadata.annotations[ipam.nephio.org/adopt]" {
 		t.Fatalf("adopt: yes: results %v, err %v", results, err)
 	}
 
 	adopting := pkgtest.Items(t, "Kptfile", strings.Replace(pkgtest.Kptfile, "  name: seed-pkg\n", "  name: seed-pkg\n  annotations:\n    ipam.nephio.org/adopt: \"true\"\n", 1), "resources.yaml", edited)
-	_, results, err = pkgsync.Process(ctx, client, cfg, adopting)
+	_, results, err = pkgsync.Process(ctx, client, cfg, &adopting)
 	if err != nil || len(results) != 3 || !strings.Contains(results[1].Message, `adopted the owner's objects from the package with identity "`+id+`"`) ||
 		!strings.Contains(results[2].Message, "released IPAllocation alloc1 of owner seed-pkg") {
 		t.Fatalf("adopt: results %v, err %v", results, err)
@@ -81,7 +81,7 @@ func TestProcessPackageIdentity(t *testing.T) {
 	}
 
 	// The original, rendered, is now the one refused.
-	if _, _, err := pkgsync.Process(ctx, client, cfg, original); !errors.Is(err, pkgsync.ErrFailed) {
+	if _, _, err := pkgsync.Process(ctx, client, cfg, &original); !errors.Is(err, pkgsync.ErrFailed) {
 		t.Fatalf("original after adoption: %v", err)
 	}
 }
@@ -93,7 +93,7 @@ func TestProcessWithoutKptfile(t *testing.T) {
 	objs := pkgtest.Items(t, "resources.yaml", pkgtest.Seed)
 	cfg := pkgsync.Options{Server: srv.Addr, Owner: "bare", Prune: true}
 	for range 2 {
-		if _, _, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, objs); err != nil {
+		if _, _, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, &objs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -107,7 +107,7 @@ func TestProcessNoIdentity(t *testing.T) {
 	cfg := pkgsync.Options{Server: srv.Addr, Owner: "repo/pkg", Prune: true, NoIdentity: true}
 	for _, seed := range []string{pkgtest.Seed, strings.Replace(pkgtest.Seed, "name: alloc1\n", "name: alloc1-v2\n", 1)} {
 		objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", seed)
-		if _, _, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, objs); err != nil {
+		if _, _, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, &objs); err != nil {
 			t.Fatal(err)
 		}
 		if a := pkgtest.Find(t, objs, "Kptfile", "seed-pkg").GetAnnotations(); a[pkgsync.AnnotationPackageID] != "" {

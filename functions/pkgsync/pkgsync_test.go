@@ -22,7 +22,7 @@ func TestProcessSeed(t *testing.T) {
 	before := pkgtest.Snapshot(objs)
 
 	cfg := pkgsync.Options{Server: srv.Addr, Prune: true}
-	changed, results, err := pkgsync.Process(context.Background(), client, cfg, objs)
+	changed, results, err := pkgsync.Process(context.Background(), client, cfg, &objs)
 	if err != nil || !onlySummary(results, "synced 7 resources with ipam-server: 7 items written, 0 released by prune") || !changed {
 		t.Fatalf("Process: changed %v, results %v, err %v", changed, results, err)
 	}
@@ -83,7 +83,7 @@ func TestProcessSeed(t *testing.T) {
 
 	// Processing the result again changes nothing.
 	after := pkgtest.Snapshot(objs)
-	changed, results, err = pkgsync.Process(context.Background(), client, cfg, objs)
+	changed, results, err = pkgsync.Process(context.Background(), client, cfg, &objs)
 	if err != nil || !onlySummary(results, "0 items written") || changed {
 		t.Fatalf("second Process: changed %v, results %v, err %v", changed, results, err)
 	}
@@ -98,7 +98,7 @@ func TestProcessListsReleases(t *testing.T) {
 	srv := servertest.Start(t, server.Config{}, false)
 	cfg := pkgsync.Options{Server: srv.Addr, Prune: true}
 	first := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", pkgtest.Seed)
-	if _, _, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, first); err != nil {
+	if _, _, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, &first); err != nil {
 		t.Fatal(err)
 	}
 	// The edit starts from the rendered Kptfile, which holds the package
@@ -108,7 +108,8 @@ func TestProcessListsReleases(t *testing.T) {
 	i := strings.Index(pkgtest.Seed, pool)
 	j := strings.Index(pkgtest.Seed[i+len(pool):], "---")
 	without := pkgtest.Seed[:i] + pkgtest.Seed[i+len(pool)+j:]
-	_, results, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, pkgtest.Items(t, "Kptfile", kptfile, "resources.yaml", without))
+	objs := pkgtest.Items(t, "Kptfile", kptfile, "resources.yaml", without)
+	_, results, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, &objs)
 	if err != nil || len(results) != 2 || !strings.Contains(results[0].Message, "1 released by prune") ||
 		results[1].Message != "ipam-fn: released IPAllocation alloc-pool1 of owner seed-pkg: the package no longer declares it" ||
 		results[1].ResourceRef == nil || results[1].ResourceRef.Name != "alloc-pool1" {
@@ -131,7 +132,7 @@ func TestProcessCorrectsStatusKeepsForeignConditions(t *testing.T) {
 	client := srv.Client(t)
 	objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", pkgtest.Seed)
 	cfg := pkgsync.Options{Server: srv.Addr, Prune: true}
-	if _, _, err := pkgsync.Process(context.Background(), client, cfg, objs); err != nil {
+	if _, _, err := pkgsync.Process(context.Background(), client, cfg, &objs); err != nil {
 		t.Fatal(err)
 	}
 	a := pkgtest.Find(t, objs, "IPAllocation", "alloc1")
@@ -149,7 +150,7 @@ func TestProcessCorrectsStatusKeepsForeignConditions(t *testing.T) {
 	if err := kf.UpsertMap("status").SetSlice(kconds, "conditions"); err != nil {
 		t.Fatal(err)
 	}
-	changed, _, err := pkgsync.Process(context.Background(), client, cfg, objs)
+	changed, _, err := pkgsync.Process(context.Background(), client, cfg, &objs)
 	if err != nil || !changed {
 		t.Fatalf("changed %v, err %v", changed, err)
 	}
@@ -186,7 +187,7 @@ func condition(t *testing.T, typ, status string) *fn.SubObject {
 
 func TestProcessWithoutIPAMResourcesMakesNoCall(t *testing.T) {
 	objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")
-	changed, results, err := pkgsync.Process(context.Background(), nil, pkgsync.Options{}, objs)
+	changed, results, err := pkgsync.Process(context.Background(), nil, pkgsync.Options{}, &objs)
 	if changed || len(results) > 0 || err != nil {
 		t.Fatalf("changed %v, results %v, err %v", changed, results, err)
 	}
@@ -198,7 +199,7 @@ func TestProcessItemErrorsNameFileResourceAndField(t *testing.T) {
 	objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", bad)
 	before := pkgtest.Snapshot(objs)
 	changed, results, err := pkgsync.Process(context.Background(), srv.Client(t),
-		pkgsync.Options{Server: srv.Addr, Prune: true}, objs)
+		pkgsync.Options{Server: srv.Addr, Prune: true}, &objs)
 	if changed || !errors.Is(err, pkgsync.ErrFailed) || len(results) == 0 {
 		t.Fatalf("changed %v, err %v, results %v", changed, err, results)
 	}
@@ -220,7 +221,7 @@ func TestProcessLocalFieldErrors(t *testing.T) {
 	bad := strings.Replace(pkgtest.Seed, "prefixLength: 16", "prefixLength: sixteen", 1)
 	objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", bad)
 	// No call is made: a nil client would fail otherwise.
-	_, results, err := pkgsync.Process(context.Background(), nil, pkgsync.Options{Prune: true}, objs)
+	_, results, err := pkgsync.Process(context.Background(), nil, pkgsync.Options{Prune: true}, &objs)
 	if !errors.Is(err, pkgsync.ErrFailed) || len(results) != 1 || results[0].Field == nil || results[0].Field.Path != "spec.prefixLength" ||
 		results[0].ResourceRef.Name != "alloc-pool1" {
 		t.Fatalf("err %v, results %v", err, results)
@@ -251,7 +252,7 @@ func TestProcessRefusesUnknownGroupObjects(t *testing.T) {
 				t.Fatal("HasIPAMObjects is false: the run would pass the package untouched")
 			}
 			before := pkgtest.Snapshot(objs)
-			changed, results, err := pkgsync.Process(context.Background(), nil, pkgsync.Options{Prune: true}, objs)
+			changed, results, err := pkgsync.Process(context.Background(), nil, pkgsync.Options{Prune: true}, &objs)
 			if changed || !errors.Is(err, pkgsync.ErrFailed) || len(results) != 1 {
 				t.Fatalf("changed %v, err %v, results %v", changed, err, results)
 			}
@@ -271,7 +272,7 @@ func TestProcessOwnerFromRootKptfile(t *testing.T) {
 	srv := servertest.Start(t, server.Config{}, false)
 	sub := strings.Replace(pkgtest.Kptfile, "seed-pkg", "subpackage", 1)
 	objs := pkgtest.Items(t, "sub/Kptfile", sub, "Kptfile", pkgtest.Kptfile, "resources.yaml", pkgtest.Seed)
-	if _, _, err := pkgsync.Process(context.Background(), srv.Client(t), pkgsync.Options{Server: srv.Addr, Prune: true}, objs); err != nil {
+	if _, _, err := pkgsync.Process(context.Background(), srv.Client(t), pkgsync.Options{Server: srv.Addr, Prune: true}, &objs); err != nil {
 		t.Fatal(err)
 	}
 	_, err := srv.Client(t).Get(context.Background(), &ipamv1.GetRequest{
@@ -284,7 +285,7 @@ func TestProcessOwnerFromRootKptfile(t *testing.T) {
 func TestProcessWithoutOwner(t *testing.T) {
 	// No data.owner and no Kptfile: nothing to key the objects by.
 	objs := pkgtest.Items(t, "resources.yaml", pkgtest.Seed)
-	_, results, err := pkgsync.Process(context.Background(), nil, pkgsync.Options{Prune: true}, objs)
+	_, results, err := pkgsync.Process(context.Background(), nil, pkgsync.Options{Prune: true}, &objs)
 	if !errors.Is(err, pkgsync.ErrFailed) || len(results) != 1 || !strings.Contains(results[0].Message, "data.owner") {
 		t.Fatalf("err %v, results %v", err, results)
 	}

@@ -12,12 +12,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	capiv1beta2 "github.com/nephio-project/ipam/api/capi/ipam/v1beta2"
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
@@ -70,23 +72,44 @@ type object struct {
 	ns   string
 	name string
 	// index is the position of the object's entry in the SyncRequest list
-	// of its kind.
+	// of its kind (a pool's: of its first network prefix).
 	index int
+	// aliases are the other keys the object answers for in errors.
+	aliases []alias
+	// prefix is an IPPrefix read, for claims that name it as their pool.
+	prefix *ipamv1alpha1.IPPrefix
+	// pool is a Cluster API pool read.
+	pool *translate.PoolSpec
+	// claim is an IPAddressClaim read.
+	claim *claimPart
 }
 
 // id names o in messages: Kind namespace/name.
 func (o *object) id() string { return o.kind + " " + translate.ID(o.ns, o.name) }
 
 // HasIPAMObjects reports whether items hold any object of the
-// ipam.nephio.org group (a NetworkInstance, IPPrefix or IPAllocation, or
-// an object the function must refuse); without one a run needs no server.
+// ipam.nephio.org group (a NetworkInstance, IPPrefix, IPAllocation or
+// Cluster API pool, or an object the function must refuse) or a Cluster
+// API IPAddressClaim or IPAddress; without one a run needs no server.
 func HasIPAMObjects(items fn.KubeObjects) bool {
 	for _, it := range items {
-		if KindOf(it) != "" || inGroup(it) && !IsConfig(it) {
+		if KindOf(it) != "" || inGroup(it) && !IsConfig(it) ||
+			isCAPI(it, capiv1beta2.KindIPAddressClaim) || isCAPI(it, capiv1beta2.KindIPAddress) {
 			return true
 		}
 	}
 	return false
+}
+
+// poolKindOf returns the Cluster API pool kind of it (InClusterIPPool or
+// GlobalInClusterIPPool of ipam.nephio.org/v1alpha1), or "".
+func poolKindOf(it *fn.KubeObject) string {
+	for _, k := range []string{ipamv1alpha1.KindInClusterIPPool, ipamv1alpha1.KindGlobalInClusterIPPool} {
+		if it.IsGVK(ipamv1alpha1.Group, ipamv1alpha1.Version, k) {
+			return k
+		}
+	}
+	return ""
 }
 
 // KindIPAMConfig is the kind of ipam-fn's typed functionConfig, which a
@@ -112,9 +135,9 @@ func unknownResult(it *fn.KubeObject) *fn.Result {
 	if v := it.GetAPIVersion(); v != ipamv1alpha1.APIVersion {
 		return objectResult(o, "apiVersion", fmt.Sprintf("%s is not served by ipam-fn: use %s", ipam.Quote(v), ipamv1alpha1.APIVersion), "InvalidArgument")
 	}
-	return objectResult(o, "kind", fmt.Sprintf("%s is not a kind of %s: use %s, %s, %s or (for the functionConfig) %s",
+	return objectResult(o, "kind", fmt.Sprintf("%s is not a kind of %s: use %s, %s, %s, %s, %s or (for the functionConfig) %s",
 		ipam.Quote(it.GetKind()), ipamv1alpha1.APIVersion, ipamv1alpha1.KindNetworkInstance, ipamv1alpha1.KindIPPrefix,
-		ipamv1alpha1.KindIPAllocation, KindIPAMConfig), "InvalidArgument")
+		ipamv1alpha1.KindIPAllocation, ipamv1alpha1.KindInClusterIPPool, ipamv1alpha1.KindGlobalInClusterIPPool, KindIPAMConfig), "InvalidArgument")
 }
 
 // KindOf returns the IPAM kind of it (NetworkInstance, IPPrefix or
@@ -131,20 +154,28 @@ func KindOf(it *fn.KubeObject) string {
 
 // Process allocates what the IPAM resources among items ask for with one
 // Sync call on client and writes the results into the status of every
-// IPAllocation and IPPrefix, and one condition per IPAllocation into the
-// root Kptfile. It changes nothing else: other items, comments and field
-// order stay as they are, and an object whose status is already right is
-// not touched, so processing an unchanged package again changes nothing.
-// changed reports whether any item was modified.
+// IPAllocation and IPPrefix, one condition per IPAllocation into the root
+// Kptfile, and for every IPAddressClaim of this front its status and its
+// IPAddress (added to items when new; IPAddresses whose claim left the
+// package are removed from items). It changes nothing else: other items,
+// comments and field order stay as they are, and an object whose status is
+// already right is not touched, so processing an unchanged package again
+// changes nothing. changed reports whether any item was modified.
 //
 // When anything fails (a malformed field, an item the server rejects, an
 // unreachable server) no item is changed, results has one error result per
 // failure naming the file, the resource and the field, and err wraps
 // ErrFailed. Items without IPAM resources make no call (client may be nil).
-func Process(ctx context.Context, client ipamv1.IPAMClient, opts Options, items fn.KubeObjects) (changed bool, results fn.Results, err error) {
-	req, objs, idn, results := buildRequest(opts, items)
-	if len(objs) == 0 || failed(results) != nil {
+func Process(ctx context.Context, client ipamv1.IPAMClient, opts Options, items *fn.KubeObjects) (changed bool, results fn.Results, err error) {
+	req, objs, idn, results := buildRequest(opts, *items)
+	if failed(results) != nil {
 		return false, results, failed(results)
+	}
+	if len(objs) == 0 {
+		// Only IPAddresses whose claims are gone, perhaps: they go too.
+		stale := staleAddresses(*items, nil)
+		*items = slices.DeleteFunc(*items, func(it *fn.KubeObject) bool { return slices.Contains(stale, it) })
+		return len(stale) > 0, results, nil
 	}
 	if client == nil {
 		results = append(results, &fn.Result{Severity: fn.Error, Message: "ipam-fn: no ipam-server client: " + opts.ServerHint})
@@ -152,6 +183,10 @@ func Process(ctx context.Context, client ipamv1.IPAMClient, opts Options, items 
 	}
 	cctx, cancel := context.WithTimeout(ctx, opts.timeout())
 	defer cancel()
+	if err := pinClaims(cctx, client, req, objs); err != nil {
+		results = append(results, syncErrorResults(err, opts, objs, idn)...)
+		return false, results, failed(results)
+	}
 	resp, err := client.Sync(cctx, req)
 	if err != nil {
 		results = append(results, syncErrorResults(err, opts, objs, idn)...)
@@ -163,7 +198,7 @@ func Process(ctx context.Context, client ipamv1.IPAMClient, opts Options, items 
 			opts.Server, len(resp.GetPrefixes()), len(resp.GetAllocations()), len(req.GetPrefixes()), len(req.GetAllocations()))})
 		return false, results, failed(results)
 	}
-	changed, written, err := writeResults(objs, idn, resp)
+	changed, written, err := writeResults(objs, idn, resp, items)
 	return changed, append(results, written...), err
 }
 
@@ -192,9 +227,23 @@ func buildRequest(opts Options, items fn.KubeObjects) (*ipamv1.SyncRequest, []*o
 	var objs []*object
 	var results fn.Results
 	for _, it := range items {
-		if k := KindOf(it); k != "" {
-			objs = append(objs, &object{item: it, kind: k, ns: it.GetNamespace(), name: it.GetName()})
-		} else if inGroup(it) && !IsConfig(it) {
+		o := &object{item: it, kind: KindOf(it), ns: it.GetNamespace(), name: it.GetName()}
+		if o.kind == "" {
+			o.kind = poolKindOf(it)
+		}
+		switch {
+		case o.kind != "":
+			objs = append(objs, o)
+		case isCAPI(it, capiv1beta2.KindIPAddressClaim):
+			o.kind = capiv1beta2.KindIPAddressClaim
+			ours, err := o.readClaim()
+			if err != nil {
+				results = append(results, fieldResult(o, err))
+			}
+			if ours {
+				objs = append(objs, o)
+			}
+		case inGroup(it) && !IsConfig(it):
 			results = append(results, unknownResult(it))
 		}
 	}
@@ -216,23 +265,33 @@ func buildRequest(opts Options, items fn.KubeObjects) (*ipamv1.SyncRequest, []*o
 	}
 	req := &ipamv1.SyncRequest{Owner: owner, Prune: opts.Prune}
 	for _, o := range objs {
+		if o.claim != nil {
+			continue // after the pools they name
+		}
 		warnings, err := o.add(req, owner)
 		for _, w := range warnings {
 			r := objectResult(o, w.Field, w.Msg, "")
 			r.Severity = fn.Warning
 			results = append(results, r)
 		}
-		var fe *translate.FieldError
-		switch {
-		case errors.As(err, &fe):
-			results = append(results, objectResult(o, fe.Field, fe.Msg, "InvalidArgument"))
-		case err != nil:
-			results = append(results, objectResult(o, "", err.Error(), "InvalidArgument"))
+		if err != nil {
+			results = append(results, fieldResult(o, err))
 		}
 	}
+	results = append(results, addClaims(req, owner, objs, items)...)
 	idn.mint(req)
 	req.Identity, req.Adopt = idn.id, idn.adopt
 	return req, objs, idn, results
+}
+
+// fieldResult is the error result of err about o: its field when err is
+// a *translate.FieldError.
+func fieldResult(o *object, err error) *fn.Result {
+	var fe *translate.FieldError
+	if errors.As(err, &fe) {
+		return objectResult(o, fe.Field, fe.Msg, "InvalidArgument")
+	}
+	return objectResult(o, "", err.Error(), "InvalidArgument")
 }
 
 // add reads o into its typed form and appends its translation to req.
@@ -242,6 +301,8 @@ func (o *object) add(req *ipamv1.SyncRequest, owner string) ([]*translate.FieldE
 		return nil, err
 	}
 	switch o.kind {
+	case ipamv1alpha1.KindInClusterIPPool, ipamv1alpha1.KindGlobalInClusterIPPool:
+		return o.addPool(req, owner)
 	case ipamv1alpha1.KindNetworkInstance:
 		ni := &ipamv1alpha1.NetworkInstance{ObjectMeta: meta}
 		w, err := o.spec(&ni.Spec)
@@ -262,6 +323,7 @@ func (o *object) add(req *ipamv1.SyncRequest, owner string) ([]*translate.FieldE
 		}
 		o.index = len(req.Prefixes)
 		req.Prefixes = append(req.Prefixes, translate.Prefix(owner, p))
+		o.prefix = p
 		return w, nil
 	default:
 		a := &ipamv1alpha1.IPAllocation{ObjectMeta: meta}

@@ -139,7 +139,7 @@ func syncErrorResults(err error, opts Options, objs []*object, idn identity) fn.
 		}
 		matched := false
 		for _, o := range objs {
-			if o.kind == it.GetObject() && o.ns == it.GetKey().GetNamespace() && o.name == it.GetKey().GetName() {
+			if o.answers(it) {
 				results = append(results, objectResult(o, it.GetField(), it.GetMessage(), code))
 				matched = true
 			}

@@ -2,10 +2,12 @@ package pkgsync
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 
+	capiv1beta2 "github.com/nephio-project/ipam/api/capi/ipam/v1beta2"
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
@@ -36,17 +38,35 @@ func KptfileConditionType(kind, name string) string {
 }
 
 // writeResults writes each result of resp into the status of its
-// IPAllocation or IPPrefix, and the claims' conditions and the package
-// identity into the root Kptfile. Changes are made on copies and swapped
-// in only when all of them succeeded, so a failure changes no item.
-func writeResults(objs []*object, idn identity, resp *ipamv1.SyncResponse) (bool, fn.Results, error) {
+// IPAllocation or IPPrefix, the claims' conditions and the package
+// identity into the root Kptfile, and each IPAddressClaim's answer into
+// its status and IPAddress. Changes are made on copies and swapped in
+// (new IPAddresses added to items, stale ones removed) only when all of
+// them succeeded, so a failure changes no item.
+func writeResults(objs []*object, idn identity, resp *ipamv1.SyncResponse, items *fn.KubeObjects) (bool, fn.Results, error) {
 	type swap struct{ item, next *fn.KubeObject }
 	var swaps []swap
+	var added fn.KubeObjects
 	var results fn.Results
 	var claims []condition
 	for _, o := range objs {
 		var res *ipamv1.Result
 		switch o.kind {
+		case capiv1beta2.KindIPAddressClaim:
+			out, changed, err := writeClaim(o, resp.GetAllocations()[o.index])
+			if err != nil {
+				results = append(results, objectResult(o, "status", err.Error(), ""))
+				continue
+			}
+			if changed {
+				swaps = append(swaps, swap{o.item, out.claim})
+				if out.added {
+					added = append(added, out.addr)
+				} else {
+					swaps = append(swaps, swap{o.claim.addr, out.addr})
+				}
+			}
+			continue
 		case ipamv1alpha1.KindIPPrefix:
 			res = resp.GetPrefixes()[o.index]
 		case ipamv1alpha1.KindIPAllocation:
@@ -86,7 +106,13 @@ func writeResults(objs []*object, idn identity, resp *ipamv1.SyncResponse) (bool
 	for _, s := range swaps {
 		*s.item = *s.next
 	}
-	return len(swaps) > 0, summary(objs, len(swaps), resp), nil
+	stale := staleAddresses(*items, objs)
+	if len(stale) > 0 {
+		*items = slices.DeleteFunc(*items, func(it *fn.KubeObject) bool { return slices.Contains(stale, it) })
+	}
+	*items = append(*items, added...)
+	written := len(swaps) + len(added) + len(stale)
+	return written > 0, summary(objs, written, resp), nil
 }
 
 // summary is what a successful run reports: one line with the counts,
@@ -102,12 +128,16 @@ func summary(objs []*object, written int, resp *ipamv1.SyncResponse) fn.Results 
 			"ipam-fn: adopted the owner's objects from the package with identity %s", ipam.Quote(from))})
 	}
 	for _, r := range rel {
-		kind := translate.KindName(r.GetKind())
+		kind, apiVersion := translate.KindName(r.GetKind()), ipamv1alpha1.APIVersion
 		k := r.GetKey()
+		name := k.GetName()
+		if claim, ok := strings.CutPrefix(name, translate.PackageClaimName("")); ok && r.GetKind() == ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION {
+			kind, apiVersion, name = capiv1beta2.KindIPAddressClaim, capiv1beta2.GroupVersion.String(), claim
+		}
 		results = append(results, &fn.Result{Severity: fn.Info,
 			Message: fmt.Sprintf("ipam-fn: released %s %s of owner %s: the package no longer declares it",
-				kind, translate.ID(k.GetNamespace(), k.GetName()), k.GetOwner()),
-			ResourceRef: &fn.ResourceRef{APIVersion: ipamv1alpha1.APIVersion, Kind: kind, Name: k.GetName(), Namespace: k.GetNamespace()}})
+				kind, translate.ID(k.GetNamespace(), name), k.GetOwner()),
+			ResourceRef: &fn.ResourceRef{APIVersion: apiVersion, Kind: kind, Name: name, Namespace: k.GetNamespace()}})
 	}
 	return results
 }

@@ -72,6 +72,7 @@ var (
 // bin/ipam-fn). Nothing else is masked: ipam-fn writes no time.
 func Diff(t testing.TB, dir string) string {
 	t.Helper()
+	Git(t, dir, "add", "--intent-to-add", "--all") // new files show in the diff
 	d := Git(t, dir, "diff", "--no-color", "--no-ext-diff")
 	d = indexLine.ReplaceAllString(d, "")
 	return function.ReplaceAllString(d, "${1}exec: bin/ipam-fn")

@@ -157,4 +157,10 @@ func TestBlueprintPolicy(t *testing.T) {
 		p.Write(inj, "repo/pkg", []string{"vpc-1"}) != nil || p.Write(inj, "k8s", []string{"vpc-1"}) == nil {
 		t.Error("the blueprint's policy does not keep the controllers' and the injector's owners apart")
 	}
+	// The Cluster API front: claims under k8s.capi, each pool under its ID.
+	pool := "k8s.capi.inclusterippool.default.nodes"
+	if p.Write(ctl, "k8s.capi", []string{pool}) != nil || p.Write(ctl, pool, []string{pool}) != nil ||
+		p.Write(inj, "k8s.capi", []string{pool}) == nil || p.Write(inj, pool, []string{pool}) == nil {
+		t.Error("the blueprint's policy does not give the Cluster API front's owners to the controllers alone")
+	}
 }
