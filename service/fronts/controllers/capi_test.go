@@ -147,6 +147,11 @@ func TestCAPIClaimGetsFirstFreeAddress(t *testing.T) {
 	assert.Equal(t, "m1", got.Status.AddressRef.Name)
 	assert.Contains(t, got.Finalizers, controllers.ReleaseAddressFinalizer)
 	s.poolReady(t, p, ipamv1alpha1.IPAddressStatusSummary{Total: 13, Used: 2, Free: 11})
+	out := s.kubectl(t, "get", "inclusterippools,ipaddressclaims,ipaddresses", "-n", ns)
+	t.Logf("kubectl get inclusterippools,ipaddressclaims,ipaddresses:\n%s", out)
+	for _, want := range []string{"10.10.0.4", "10.10.0.6", "nodes", "True"} {
+		assert.Contains(t, out, want)
+	}
 
 	// ipam-server holds the truth: the claim's allocation, under the
 	// front's owner, in the pool's own network instance.
