@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -404,6 +405,34 @@ func TestPorchE2E(t *testing.T) {
 			return fmt.Errorf("spec.readinessGates %v, status.conditions %v", gates, conds)
 		}
 		t.Logf("PackageRevision %s: spec.readinessGates %v, status.conditions %v", small, gates, conds)
+		return nil
+	})
+
+	// 9. Cluster API claims in a package revision: the injector writes
+	// each claim's IPAddress into a new file, and deletes the file when
+	// the claim leaves the package.
+	capi := x.createDraft("capi-pkg", "v1", porchv1alpha1.Task{Type: porchv1alpha1.TaskTypeInit,
+		Init: &porchv1alpha1.PackageInitTaskSpec{Description: "node addresses for a cluster"}})
+	const pool = "apiVersion: ipam.nephio.org/v1alpha1\nkind: InClusterIPPool\nmetadata: {name: nodes, namespace: default}\n" +
+		"spec: {addresses: [10.50.0.10-10.50.0.20], prefix: 24, gateway: 10.50.0.1}\n"
+	claimDoc := func(name string) string {
+		return "---\napiVersion: ipam.cluster.x-k8s.io/v1beta2\nkind: IPAddressClaim\nmetadata: {name: " + name +
+			", namespace: default}\nspec:\n  poolRef: {apiGroup: ipam.nephio.org, kind: InClusterIPPool, name: nodes}\n"
+	}
+	x.edit(capi, func(r map[string]string) { r["claims.yaml"] = pool + claimDoc("node-0") + claimDoc("node-1") })
+	eventually(t, 60*time.Second, "IPAddress files written", func() error {
+		r := x.resources(capi)
+		if !strings.Contains(r["ipaddress-node-0.yaml"], "address: 10.50.0.10") || !strings.Contains(r["ipaddress-node-1.yaml"], "address: 10.50.0.11") {
+			return fmt.Errorf("resources %v", slices.Sorted(maps.Keys(r)))
+		}
+		return nil
+	})
+	t.Logf("ipaddress-node-0.yaml as the injector wrote it:\n%s", x.resources(capi)["ipaddress-node-0.yaml"])
+	x.edit(capi, func(r map[string]string) { r["claims.yaml"] = pool + claimDoc("node-0") })
+	eventually(t, 60*time.Second, "ipaddress-node-1.yaml removed", func() error {
+		if r := x.resources(capi); r["ipaddress-node-1.yaml"] != "" || r["ipaddress-node-0.yaml"] == "" {
+			return fmt.Errorf("resources %v", slices.Sorted(maps.Keys(r)))
+		}
 		return nil
 	})
 	t.Logf("Porch e2e took %s", time.Since(start).Round(100*time.Millisecond))

@@ -304,7 +304,8 @@ func kubeconfig(t *testing.T) string {
 		t.Skip("SKIPPED: KUBEBUILDER_ASSETS is not set (make test sets it after `make testbin` builds etcd and kube-apiserver)")
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(moduleRoot(t), "api", "ipam", "v1alpha1", "crds")},
+		CRDDirectoryPaths: []string{filepath.Join(moduleRoot(t), "api", "ipam", "v1alpha1", "crds"),
+			filepath.Join(moduleRoot(t), "api", "capi", "crds")},
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := env.Start()
@@ -340,7 +341,35 @@ func TestControllerAndInjector(t *testing.T) {
 
 	ctl := start(t, filepath.Join(dir, "ipam-controller"), "--kubeconfig", kc, "--server", serving.Addr,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0")
+	ctl.waitLine(t, "Cluster API front on", 60*time.Second)
 	ctl.waitLine(t, "Starting workers", 60*time.Second)
+	// The binary serves a Cluster API claim end to end.
+	apply := exec.Command("kubectl", "--kubeconfig", kc, "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(`apiVersion: ipam.nephio.org/v1alpha1
+kind: InClusterIPPool
+metadata: {name: smoke, namespace: default}
+spec: {addresses: [10.40.0.10-10.40.0.20], prefix: 24, gateway: 10.40.0.1}
+---
+apiVersion: ipam.cluster.x-k8s.io/v1beta2
+kind: IPAddressClaim
+metadata: {name: smoke, namespace: default}
+spec:
+  poolRef: {apiGroup: ipam.nephio.org, kind: InClusterIPPool, name: smoke}
+`)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	var addr []byte
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		addr, _ = exec.Command("kubectl", "--kubeconfig", kc, "get", "ipaddresses.ipam.cluster.x-k8s.io", "smoke", "-n", "default",
+			"-o", "jsonpath={.spec.address}").Output()
+		if string(addr) == "10.40.0.10" {
+			break
+		}
+	}
+	if string(addr) != "10.40.0.10" {
+		t.Fatalf("IPAddress smoke: address %q, want 10.40.0.10\n%s", addr, ctl.output())
+	}
 	ctl.alive(t, 2*time.Second)
 	ctl.stop(t)
 
