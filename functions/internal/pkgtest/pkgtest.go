@@ -72,7 +72,10 @@ var (
 // bin/ipam-fn). Nothing else is masked: ipam-fn writes no time.
 func Diff(t testing.TB, dir string) string {
 	t.Helper()
-	Git(t, dir, "add", "--intent-to-add", "--all") // new files show in the diff
+	// New files show in the diff (intent to add; a deletion stays unstaged).
+	if untracked := strings.Fields(Git(t, dir, "ls-files", "--others", "--exclude-standard", "-z")); len(untracked) > 0 {
+		Git(t, dir, append([]string{"add", "--intent-to-add", "--"}, strings.Split(strings.Trim(strings.Join(untracked, ""), "\x00"), "\x00")...)...)
+	}
 	d := Git(t, dir, "diff", "--no-color", "--no-ext-diff")
 	d = indexLine.ReplaceAllString(d, "")
 	return function.ReplaceAllString(d, "${1}exec: bin/ipam-fn")
