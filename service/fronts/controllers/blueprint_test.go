@@ -27,37 +27,44 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
+	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 	"github.com/nephio-project/ipam/service/fronts/controllers"
 )
 
-// blueprintDir is the kpt package that installs IPAM into a cluster.
-var blueprintDir = filepath.Join("..", "..", "..", "blueprints", "ipam")
+// blueprintDir is the kpt package that installs IPAM into a cluster;
+// metal3BlueprintDir the optional one that adds the Metal3 front.
+var (
+	blueprintDir       = filepath.Join("..", "..", "..", "blueprints", "ipam")
+	metal3BlueprintDir = filepath.Join("..", "..", "..", "blueprints", "ipam-metal3")
+)
 
 // TestBlueprintCRDsUpToDate fails when the blueprint's copies of the CRDs
 // differ from the generated ones. The copies are in the form kpt writes
 // (so that kpt live init leaves a checkout clean): they are compared as
 // YAML values, not bytes.
 func TestBlueprintCRDsUpToDate(t *testing.T) {
-	want, err := os.ReadDir(crdDir)
-	require.NoError(t, err)
-	got, err := os.ReadDir(filepath.Join(blueprintDir, "crds"))
-	require.NoError(t, err)
-	names := func(es []os.DirEntry) (out []string) {
-		for _, e := range es {
-			out = append(out, e.Name())
+	for src, dst := range map[string]string{crdDir: blueprintDir, metal3CRDDir: metal3BlueprintDir} {
+		want, err := os.ReadDir(src)
+		require.NoError(t, err)
+		got, err := os.ReadDir(filepath.Join(dst, "crds"))
+		require.NoError(t, err)
+		names := func(es []os.DirEntry) (out []string) {
+			for _, e := range es {
+				out = append(out, e.Name())
+			}
+			return out
 		}
-		return out
-	}
-	require.Equal(t, names(want), names(got), "blueprints/ipam/crds is stale: run `make blueprint-crds`")
-	for _, e := range want {
-		a, err := os.ReadFile(filepath.Join(crdDir, e.Name()))
-		require.NoError(t, err)
-		b, err := os.ReadFile(filepath.Join(blueprintDir, "crds", e.Name()))
-		require.NoError(t, err)
-		var av, bv any
-		require.NoError(t, yaml.Unmarshal(a, &av))
-		require.NoError(t, yaml.Unmarshal(b, &bv))
-		require.Equal(t, av, bv, "blueprints/ipam/crds/%s is stale: run `make blueprint-crds`", e.Name())
+		require.Equal(t, names(want), names(got), "%s/crds is stale: run `make blueprint-crds`", dst)
+		for _, e := range want {
+			a, err := os.ReadFile(filepath.Join(src, e.Name()))
+			require.NoError(t, err)
+			b, err := os.ReadFile(filepath.Join(dst, "crds", e.Name()))
+			require.NoError(t, err)
+			var av, bv any
+			require.NoError(t, yaml.Unmarshal(a, &av))
+			require.NoError(t, yaml.Unmarshal(b, &bv))
+			require.Equal(t, av, bv, "%s/crds/%s is stale: run `make blueprint-crds`", dst, e.Name())
+		}
 	}
 }
 
@@ -193,6 +200,15 @@ func TestBlueprintLiveApply(t *testing.T) {
 		require.Equal(t, want, st, "kpt live status %s", id)
 	}
 
+	// The optional Metal3 package, applied next to it.
+	m3pkg := filepath.Join(t.TempDir(), "ipam-metal3")
+	require.NoError(t, os.CopyFS(m3pkg, os.DirFS(metal3BlueprintDir)))
+	out, err = s.kpt(t, "live", "init", m3pkg)
+	require.NoError(t, err, out)
+	out, err = s.kpt(t, "live", "apply", m3pkg, "--inventory-policy=adopt", "--reconcile-timeout=30s")
+	require.NoError(t, err, out)
+	t.Logf("kpt live apply blueprints/ipam-metal3:\n%s", out)
+
 	// The controllers as the blueprint's ServiceAccount, with leader election.
 	const sa = "system:serviceaccount:ipam-system:ipam-controller"
 	asSA := rest.CopyConfig(s.cfg)
@@ -210,6 +226,10 @@ func TestBlueprintLiveApply(t *testing.T) {
 	require.NoError(t, s.k8s.Create(ctx, claim(ns, "bp-claim", ipamv1alpha1.KindInClusterIPPool, "bp-pool")))
 	require.Equal(t, "10.19.0.10", s.address(t, ns, "bp-claim").Spec.Address)
 	s.poolReady(t, bp, ipamv1alpha1.IPAddressStatusSummary{Total: 11, Used: 1, Free: 10})
+	// And the Metal3 front, with the optional package's RBAC.
+	require.NoError(t, s.k8s.Create(ctx, m3(t, ns, "metadata: {name: m3}\nspec: {pools: [{subnet: 10.19.1.0/24}], prefix: 24}\n", &metal3v1alpha1.IPPool{})))
+	require.NoError(t, s.k8s.Create(ctx, m3Claim(ns, "m3-claim", "m3")))
+	require.Equal(t, "m3-10-19-1-1", s.m3Served(t, s.k8s, ns, "m3-claim").Name)
 
 	// It took the lease and recorded events in the resources' namespace.
 	lease := &coordinationv1.Lease{}
@@ -261,6 +281,9 @@ func TestBlueprintLiveApply(t *testing.T) {
 		{sa, "ipam.nephio.org", "inclusterippools", "", "delete", "any", false},
 		{sa, "cluster.x-k8s.io", "clusters", "", "watch", "", true},
 		{sa, "cluster.x-k8s.io", "clusters", "", "update", "any", false},
+		{sa, "ipam.metal3.io", "ipaddresses", "", "create", "any", true},
+		{sa, "ipam.metal3.io", "ipclaims", "status", "patch", "any", true},
+		{sa, "ipam.metal3.io", "ippools", "", "delete", "any", false},
 		{"system:serviceaccount:ipam-system:ipam-injector", "porch.kpt.dev", "packagerevisions", "", "watch", "", true},
 		{"system:serviceaccount:ipam-system:ipam-injector", "porch.kpt.dev", "packagerevisionresources", "", "update", "any", true},
 		{"system:serviceaccount:ipam-system:ipam-injector", "porch.kpt.dev", "packagerevisions", "", "delete", "any", false},

@@ -2,9 +2,9 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
-	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -22,8 +22,10 @@ import (
 	capicorev1beta2 "github.com/nephio-project/ipam/api/capi/core/v1beta2"
 	capiv1beta2 "github.com/nephio-project/ipam/api/capi/ipam/v1beta2"
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
+	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
+	"github.com/nephio-project/ipam/service/ipam"
 )
 
 // Finalizers of the Cluster API IPAM contract, as the upstream in-cluster
@@ -65,13 +67,10 @@ func indexByCluster(obj client.Object) []string {
 // hands out anything new.
 type ClaimReconciler struct {
 	reconciler
+	adoption
 	// clusters is false when the Cluster CRD is not installed: claims
 	// then belong to no cluster that could pause them.
 	clusters bool
-
-	mu sync.Mutex
-	// adopted are the IPAddresses known to be held by ipam-server.
-	adopted map[types.UID]bool
 }
 
 // Reconcile brings one IPAddressClaim, its IPAddress and ipam-server in
@@ -232,6 +231,8 @@ func (r *ClaimReconciler) request(ctx context.Context, claim *capiv1beta2.IPAddr
 	}
 	var pool client.Object
 	switch ref.Kind {
+	case metal3v1alpha1.KindIPPool:
+		pool = &metal3v1alpha1.IPPool{}
 	case ipamv1alpha1.KindInClusterIPPool:
 		pool = &ipamv1alpha1.InClusterIPPool{}
 	case ipamv1alpha1.KindGlobalInClusterIPPool:
@@ -254,6 +255,13 @@ func (r *ClaimReconciler) request(ctx context.Context, claim *capiv1beta2.IPAddr
 	var want *ipamv1.Allocation
 	k := translate.ClaimKey(r.owner, claim.Namespace, claim.Name)
 	switch p := pool.(type) {
+	case *metal3v1alpha1.IPPool:
+		mp, err := translate.ParseMetal3Pool(p.Namespace, p.Name, &p.Spec)
+		if err != nil {
+			return nil, nil, notReady("is invalid: " + err.Error())
+		}
+		want, _ = mp.Metal3Claim(r.owner, k, "")
+		conds = p.Status.Conditions
 	case *ipamv1alpha1.IPPrefix:
 		conds, want = p.Status.Conditions, translate.ClaimFromPrefix(k, p)
 	case *ipamv1alpha1.NetworkInstance:
@@ -286,6 +294,18 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *capiv1beta2.IPAdd
 	if err != nil {
 		return claimOutcome{reason: capiv1beta2.ReasonAllocationFailed, message: err.Error(), err: err}
 	}
+	if m, ok := pool.(*metal3v1alpha1.IPPool); ok {
+		// A Metal3 address carries its entry's prefix and gateway.
+		if mp, err := translate.ParseMetal3Pool(m.Namespace, m.Name, &m.Spec); err == nil {
+			ip, _ := netip.ParseAddr(spec.Address)
+			m3 := mp.Metal3Address(ip, claim.Namespace, claim.Name)
+			bits := int32(m3.Prefix)
+			spec.Prefix, spec.Gateway = &bits, ""
+			if m3.Gateway != nil {
+				spec.Gateway = string(*m3.Gateway)
+			}
+		}
+	}
 	addr := &capiv1beta2.IPAddress{
 		ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name,
 			Finalizers: []string{ProtectAddressFinalizer}},
@@ -300,7 +320,7 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *capiv1beta2.IPAdd
 		APIVersion: capiv1beta2.GroupVersion.String(), Kind: capiv1beta2.KindIPAddressClaim,
 		Name: claim.Name, UID: claim.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 	}, {
-		APIVersion: ipamv1alpha1.APIVersion, Kind: claim.Spec.PoolRef.Kind, Name: pool.GetName(), UID: pool.GetUID(),
+		APIVersion: claim.Spec.PoolRef.APIGroup + "/v1alpha1", Kind: claim.Spec.PoolRef.Kind, Name: pool.GetName(), UID: pool.GetUID(),
 	}}
 	if err := r.client.Create(ctx, addr); err != nil {
 		// The allocation stays: the claim's next reconcile gets the same
@@ -351,63 +371,47 @@ func (r *ClaimReconciler) adoptPool(ctx context.Context, claim *capiv1beta2.IPAd
 	return nil
 }
 
-// adopt makes ipam-server hold addr for its claim: nothing to do when it
-// does, an allocation of exactly that address when it does not know the
-// claim. The outcome is non-nil when the server refuses, or holds another
-// address for the claim.
+// adopt makes ipam-server hold addr for its claim (holdExactly). The
+// outcome is non-nil when the server refuses, or holds another address
+// for the claim.
 func (r *ClaimReconciler) adopt(ctx context.Context, addr *capiv1beta2.IPAddress) (*claimOutcome, error) {
-	key := translate.ClaimKey(r.owner, addr.Namespace, addr.Spec.ClaimRef.Name)
-	got, err := r.ipam.Get(ctx, &ipamv1.GetRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION, Key: key})
 	ip, perr := netip.ParseAddr(addr.Spec.Address)
 	if perr != nil {
 		return &claimOutcome{reason: capiv1beta2.ReasonAllocationFailed,
-			message: fmt.Sprintf("IPAddress %s: spec.address: %q is not an IP address", translate.ID(addr.Namespace, addr.Name), addr.Spec.Address)}, nil
+			message: fmt.Sprintf("IPAddress %s: spec.address: %s is not an IP address", translate.ID(addr.Namespace, addr.Name), ipam.Quote(addr.Spec.Address))}, nil
 	}
+	var stop *claimOutcome
+	key := translate.ClaimKey(r.owner, addr.Namespace, addr.Spec.ClaimRef.Name)
+	refused, err := holdExactly(ctx, r.ipam, key, ip.Unmap(), func() (*ipamv1.Allocation, error) {
+		claim := &capiv1beta2.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: addr.Namespace, Name: addr.Spec.ClaimRef.Name},
+			Spec: capiv1beta2.IPAddressClaimSpec{PoolRef: addr.Spec.PoolRef}}
+		want, _, o := r.request(ctx, claim)
+		if o != nil {
+			stop = o
+			return nil, errStopped
+		}
+		return want, nil
+	})
 	switch {
-	case err == nil:
-		held := got.GetObject().GetAllocation().GetResult().GetPrefix()
-		if p, err := netip.ParsePrefix(held); err == nil && p.Addr() == ip.Unmap() {
-			r.markAdopted(addr.UID)
-			return nil, nil
+	case err != nil:
+		return nil, err
+	case stop != nil:
+		if stop.reason == "" {
+			return nil, stop.err
 		}
-		return &claimOutcome{reason: capiv1beta2.ReasonAllocationFailed,
-			message: fmt.Sprintf("IPAddress %s says %s but ipam-server holds %s for the claim", translate.ID(addr.Namespace, addr.Name), ip, held)}, nil
-	case status.Code(err) != codes.NotFound:
-		return nil, fmt.Errorf("ipam-server: %w", err)
-	}
-	claim := &capiv1beta2.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: addr.Namespace, Name: addr.Spec.ClaimRef.Name},
-		Spec: capiv1beta2.IPAddressClaimSpec{PoolRef: addr.Spec.PoolRef}}
-	want, _, stop := r.request(ctx, claim)
-	if stop != nil {
 		return stop, nil
-	}
-	want.Prefix = netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()).String()
-	if _, err := r.ipam.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: want}); err != nil {
-		o := failed(err)
-		if o.reason == "" {
-			return nil, o.err
-		}
+	case refused != nil:
+		o := failed(refused)
+		o.message = fmt.Sprintf("IPAddress %s: %s", translate.ID(addr.Namespace, addr.Name), o.message)
 		return &o, nil
 	}
-	log.FromContext(ctx).Info("adopted IPAddress", "ipAddress", translate.ID(addr.Namespace, addr.Name), "address", ip.String())
+	log.FromContext(ctx).V(1).Info("IPAddress held by ipam-server", "ipAddress", translate.ID(addr.Namespace, addr.Name), "address", ip.String())
 	r.markAdopted(addr.UID)
 	return nil, nil
 }
 
-func (r *ClaimReconciler) isAdopted(uid types.UID) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.adopted[uid]
-}
-
-func (r *ClaimReconciler) markAdopted(uid types.UID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.adopted == nil {
-		r.adopted = map[types.UID]bool{}
-	}
-	r.adopted[uid] = true
-}
+// errStopped tells holdExactly that want's caller recorded why it stops.
+var errStopped = errors.New("stopped")
 
 // release gives a deleted claim's address back to its pool, deletes its
 // IPAddress and lets the claim go.
@@ -432,9 +436,7 @@ func (r *ClaimReconciler) release(ctx context.Context, claim *capiv1beta2.IPAddr
 		if err := r.client.Delete(ctx, &addr); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		r.mu.Lock()
-		delete(r.adopted, addr.UID)
-		r.mu.Unlock()
+		r.forget(addr.UID)
 	} else if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}

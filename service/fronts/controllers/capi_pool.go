@@ -13,6 +13,7 @@ import (
 
 	capiv1beta2 "github.com/nephio-project/ipam/api/capi/ipam/v1beta2"
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
+	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
 )
@@ -34,8 +35,12 @@ func poolNamespace(kind, namespace string) string {
 	return namespace
 }
 
-// ourPool reports whether ref names a pool kind this front serves.
+// ourPool reports whether ref names a pool kind this front serves: ours,
+// or a Metal3 IPPool.
 func ourPool(ref capiv1beta2.IPPoolReference) bool {
+	if ref.APIGroup == metal3v1alpha1.Group {
+		return ref.Kind == metal3v1alpha1.KindIPPool
+	}
 	if ref.APIGroup != ipamv1alpha1.Group {
 		return false
 	}

@@ -2,7 +2,9 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,7 +19,28 @@ import (
 	capicorev1beta2 "github.com/nephio-project/ipam/api/capi/core/v1beta2"
 	capiv1beta2 "github.com/nephio-project/ipam/api/capi/ipam/v1beta2"
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
+	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 )
+
+// allowed reports whether the controllers may list and watch resource of
+// group in every namespace: a front whose RBAC is missing stays off
+// instead of stalling every controller's cache.
+func allowed(ctx context.Context, mgr ctrl.Manager, group string, resources ...string) (bool, error) {
+	for _, res := range resources {
+		for _, verb := range []string{"list", "watch"} {
+			r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Group: group, Resource: res, Verb: verb}}}
+			if err := mgr.GetClient().Create(ctx, r); err != nil {
+				return false, fmt.Errorf("checking access to %s.%s: %w", res, group, err)
+			}
+			if !r.Status.Allowed {
+				log.FromContext(ctx).Info("not allowed to watch: its front stays off", "resource", res+"."+group, "verb", verb)
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
 
 // served reports whether the API server serves kind at gv; a kind whose
 // CRD is not installed is not an error.
@@ -32,7 +55,8 @@ func served(mgr ctrl.Manager, gv schema.GroupVersion, kind string) (bool, error)
 // setupCAPI registers the Cluster API front: the InClusterIPPool and
 // GlobalInClusterIPPool reconcilers when their CRDs are installed, and the
 // IPAddressClaim reconciler when Cluster API's IPAM CRDs are too.
-func setupCAPI(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error)) error {
+// Claims may name a Metal3 IPPool when metal3 (the Metal3 front is on).
+func setupCAPI(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error), metal3 bool) error {
 	logger := log.FromContext(ctx).WithName("capi")
 	pools, err := served(mgr, ipamv1alpha1.GroupVersion, ipamv1alpha1.KindInClusterIPPool)
 	if err != nil {
@@ -46,7 +70,13 @@ func setupCAPI(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func
 		logger.Info("Cluster API front off: its CRDs are not installed", "inClusterIPPool", pools, "ipAddressClaim", claims)
 		return nil
 	}
+	if ok, err := allowed(ctx, mgr, capiv1beta2.Group, "ipaddressclaims", "ipaddresses"); err != nil || !ok {
+		return err
+	}
 	clusters, err := served(mgr, capicorev1beta2.GroupVersion, "Cluster")
+	if err == nil && clusters {
+		clusters, err = allowed(ctx, mgr, capicorev1beta2.Group, "clusters")
+	}
 	if err != nil {
 		return err
 	}
@@ -84,8 +114,12 @@ func setupCAPI(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func
 	b := ctrl.NewControllerManagedBy(mgr).Named("ipaddressclaim").
 		For(&capiv1beta2.IPAddressClaim{}, ours).
 		Owns(&capiv1beta2.IPAddress{})
-	for _, pool := range []client.Object{&ipamv1alpha1.InClusterIPPool{}, &ipamv1alpha1.GlobalInClusterIPPool{},
-		&ipamv1alpha1.IPPrefix{}, &ipamv1alpha1.NetworkInstance{}} {
+	watchedPools := []client.Object{&ipamv1alpha1.InClusterIPPool{}, &ipamv1alpha1.GlobalInClusterIPPool{},
+		&ipamv1alpha1.IPPrefix{}, &ipamv1alpha1.NetworkInstance{}}
+	if metal3 {
+		watchedPools = append(watchedPools, &metal3v1alpha1.IPPool{})
+	}
+	for _, pool := range watchedPools {
 		b = b.Watches(pool, poolClaims(c8s))
 	}
 	if clusters {

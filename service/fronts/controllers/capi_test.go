@@ -477,7 +477,7 @@ func TestCAPIMove(t *testing.T) {
 	s.update(t, cluster, func() { cluster.Spec.Paused = ptr.To(true) })
 
 	// The target: its own API server and a fresh ipam-server.
-	env2 := &envtest.Environment{CRDDirectoryPaths: []string{crdDir, capiCRDDir}, ErrorIfCRDPathMissing: true, Scheme: s.k8s.Scheme()}
+	env2 := &envtest.Environment{CRDDirectoryPaths: []string{crdDir, capiCRDDir, metal3CRDDir}, ErrorIfCRDPathMissing: true, Scheme: s.k8s.Scheme()}
 	cfg2, err := env2.Start()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = env2.Stop() })

@@ -39,8 +39,9 @@ import (
 // crdDir holds the generated CRDs envtest installs; capiCRDDir the Cluster
 // API CRDs (IPAddressClaim, IPAddress, Cluster) copied from its module.
 var (
-	crdDir     = filepath.Join("..", "..", "..", "api", "ipam", "v1alpha1", "crds")
-	capiCRDDir = filepath.Join("..", "..", "..", "api", "capi", "crds")
+	crdDir       = filepath.Join("..", "..", "..", "api", "ipam", "v1alpha1", "crds")
+	capiCRDDir   = filepath.Join("..", "..", "..", "api", "capi", "crds")
+	metal3CRDDir = filepath.Join("..", "..", "..", "api", "metal3", "v1alpha1", "crds")
 )
 
 // suite is one kube-apiserver + etcd (envtest, real binaries) and one
@@ -111,7 +112,7 @@ func startSuite() (_ *suite, err error) {
 		return nil, err
 	}
 	s.env = &envtest.Environment{
-		CRDDirectoryPaths:     []string{crdDir, capiCRDDir},
+		CRDDirectoryPaths:     []string{crdDir, capiCRDDir, metal3CRDDir},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
@@ -288,6 +289,7 @@ func (s *suite) startControllers(t *testing.T, restCfg *rest.Config, opts ...fun
 		Logger:                 s.log.WithName(t.Name()),
 		DialOptions:            []grpc.DialOption{grpc.WithUnaryInterceptor(calls.intercept)},
 		Reconciled:             log.record,
+		Metal3:                 true,
 	}
 	for _, o := range opts {
 		o(&cfg)

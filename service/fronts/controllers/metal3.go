@@ -1,0 +1,411 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	capicorev1beta2 "github.com/nephio-project/ipam/api/capi/core/v1beta2"
+	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/api/translate"
+	"github.com/nephio-project/ipam/service/ipam"
+)
+
+// Field indexes of the Metal3 front.
+const (
+	// indexMetal3Pool indexes Metal3 IPAddresses and IPClaims by their
+	// pool, namespace/name.
+	indexMetal3Pool = "ipam.metal3.io/pool"
+	// indexMetal3Claim indexes Metal3 IPAddresses by their claim,
+	// namespace/name.
+	indexMetal3Claim = "ipam.metal3.io/claim"
+	// indexMetal3Cluster indexes IPPools by spec.clusterName.
+	indexMetal3Cluster = "ipam.metal3.io/cluster"
+)
+
+// refKey is namespace/name of a reference from an object in namespace.
+func refKey(namespace string, ref corev1.ObjectReference) string {
+	if ref.Namespace != "" {
+		namespace = ref.Namespace
+	}
+	return namespace + "/" + ref.Name
+}
+
+func indexMetal3ByPool(obj client.Object) []string {
+	switch o := obj.(type) {
+	case *metal3v1alpha1.IPAddress:
+		return []string{refKey(o.Namespace, o.Spec.Pool)}
+	case *metal3v1alpha1.IPClaim:
+		return []string{refKey(o.Namespace, o.Spec.Pool)}
+	}
+	return nil
+}
+
+func indexMetal3ByClaim(obj client.Object) []string {
+	if a, ok := obj.(*metal3v1alpha1.IPAddress); ok && a.Spec.Claim.Name != "" {
+		return []string{refKey(a.Namespace, a.Spec.Claim)}
+	}
+	return nil
+}
+
+func indexMetal3ByCluster(obj client.Object) []string {
+	if p, ok := obj.(*metal3v1alpha1.IPPool); ok && p.Spec.ClusterName != nil {
+		return []string{*p.Spec.ClusterName}
+	}
+	return nil
+}
+
+// metal3Paused reports whether pool's cluster is paused (or the pool
+// carries the paused annotation).
+func metal3Paused(ctx context.Context, c client.Client, clusters bool, pool *metal3v1alpha1.IPPool) (bool, error) {
+	if _, ok := pool.Annotations[capicorev1beta2.PausedAnnotation]; ok {
+		return true, nil
+	}
+	if !clusters || pool.Spec.ClusterName == nil {
+		return false, nil
+	}
+	var cl capicorev1beta2.Cluster
+	if err := c.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: *pool.Spec.ClusterName}, &cl); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	_, annotated := cl.Annotations[capicorev1beta2.PausedAnnotation]
+	return annotated || ptr.Deref(cl.Spec.Paused, false), nil
+}
+
+// Metal3PoolReconciler makes ipam-server hold each Metal3 IPPool as its
+// spec says, with the addresses taken by hand (IPAddresses without a
+// claim), in one Sync under the pool's own owner; it writes
+// status.indexes (claim -> address) and holds a deleted pool until no
+// IPAddress uses it.
+type Metal3PoolReconciler struct {
+	reconciler
+	clusters bool
+}
+
+// Reconcile brings one IPPool and ipam-server in line.
+func (r *Metal3PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var pool metal3v1alpha1.IPPool
+	if err := r.client.Get(ctx, req.NamespacedName, &pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if paused, err := metal3Paused(ctx, r.client, r.clusters, &pool); err != nil || paused {
+		return ctrl.Result{}, err
+	}
+	var addrs metal3v1alpha1.IPAddressList
+	if err := r.client.List(ctx, &addrs, client.MatchingFields{indexMetal3Pool: pool.Namespace + "/" + pool.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
+	id := translate.Metal3PoolID(r.owner, pool.Namespace, pool.Name)
+	if !pool.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &pool, &pool.Status.Conditions, "DeletePool", func() error {
+			if n := len(addrs.Items); n > 0 {
+				a := &addrs.Items[0]
+				return status.Errorf(codes.FailedPrecondition, "IPPool %s: %d IPAddresses still use the pool, e.g. %s (%s); delete their claims first",
+					translate.ID(pool.Namespace, pool.Name), n, a.Name, a.Spec.Address)
+			}
+			_, err := r.ipam.Sync(ctx, &ipamv1.SyncRequest{Owner: id, Prune: true})
+			return err
+		})
+	}
+	if err := r.ensureFinalizer(ctx, &pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	orig := pool.DeepCopy()
+
+	external := map[string]netip.Addr{}
+	indexes := map[string]metal3v1alpha1.IPAddressStr{}
+	for _, a := range addrs.Items {
+		ip, err := netip.ParseAddr(string(a.Spec.Address))
+		if err != nil || !a.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if a.Spec.Claim.Name == "" {
+			external[a.Name] = ip.Unmap()
+		} else {
+			indexes[a.Spec.Claim.Name] = a.Spec.Address
+		}
+	}
+	var o outcome
+	var err error
+	parsed, perr := translate.ParseMetal3Pool(pool.Namespace, pool.Name, &pool.Spec)
+	var sync *ipamv1.SyncRequest
+	if perr == nil {
+		sync, perr = parsed.Metal3Sync(r.owner, external)
+	}
+	if perr != nil {
+		o = outcome{synced: true, message: perr.Error(), retry: retryResync}
+	} else {
+		_, err = r.ipam.Sync(ctx, sync)
+		o = classify(err, fmt.Sprintf("ipam-server holds the pool's %d ranges", len(sync.Ranges)))
+	}
+	setConditions(&pool.Status.Conditions, o, pool.Generation)
+	if !maps.Equal(indexes, pool.Status.Allocations) && !(len(indexes) == 0 && len(pool.Status.Allocations) == 0) {
+		pool.Status.Allocations = indexes
+		pool.Status.LastUpdated = ptr.To(metav1.NewTime(r.now()))
+	}
+	changed := !equality.Semantic.DeepEqual(orig.Status, pool.Status)
+	return r.finish(ctx, &pool, orig, pool.Status.Conditions, orig.Status.Conditions, o, changed, "SyncPool", err)
+}
+
+// Metal3ClaimReconciler serves Metal3 IPClaims: it allocates from
+// ipam-server, creates the IPAddress <namePrefix>-<address> and points
+// status.address at it, or writes Metal3's error into
+// status.errorMessage; deleting the claim releases the address.
+// IPAddresses ipam-server does not know (after clusterctl move) are
+// adopted before the pool hands out anything new.
+type Metal3ClaimReconciler struct {
+	reconciler
+	adoption
+	clusters bool
+}
+
+// Reconcile brings one IPClaim, its IPAddress and ipam-server in line.
+func (r *Metal3ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var claim metal3v1alpha1.IPClaim
+	if err := r.client.Get(ctx, req.NamespacedName, &claim); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	var pool metal3v1alpha1.IPPool
+	poolKey := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.Pool.Name}
+	if claim.Spec.Pool.Namespace != "" {
+		poolKey.Namespace = claim.Spec.Pool.Namespace
+	}
+	poolErr := r.client.Get(ctx, poolKey, &pool)
+	if poolErr != nil && !apierrors.IsNotFound(poolErr) {
+		return ctrl.Result{}, poolErr
+	}
+	if poolErr == nil {
+		if paused, err := metal3Paused(ctx, r.client, r.clusters, &pool); err != nil || paused {
+			return ctrl.Result{}, err
+		}
+	}
+	if !claim.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.release(ctx, &claim)
+	}
+	if !controllerutil.ContainsFinalizer(&claim, metal3v1alpha1.IPClaimFinalizer) {
+		orig := claim.DeepCopy()
+		controllerutil.AddFinalizer(&claim, metal3v1alpha1.IPClaimFinalizer)
+		if err := r.client.Patch(ctx, &claim, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	orig := claim.DeepCopy()
+	addr, errMsg, err := r.serve(ctx, &claim, &pool, poolErr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if errMsg != "" {
+		claim.Status.ErrorMessage = &errMsg
+	} else {
+		claim.Status.ErrorMessage = nil
+		claim.Status.Address = &corev1.ObjectReference{Name: addr, Namespace: claim.Namespace}
+	}
+	if !equality.Semantic.DeepEqual(orig.Status, claim.Status) {
+		if err := r.client.Status().Patch(ctx, &claim, client.MergeFrom(orig)); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if errMsg != "" {
+			r.event(&claim, corev1.EventTypeWarning, "AllocationFailed", "Allocate", errMsg)
+		} else {
+			r.event(&claim, corev1.EventTypeNormal, "Allocated", "Allocate", "IPAddress "+addr)
+		}
+	}
+	if errMsg != "" {
+		return ctrl.Result{RequeueAfter: r.resync / 5}, nil
+	}
+	return ctrl.Result{RequeueAfter: r.resync}, nil
+}
+
+// serve finds or makes the claim's IPAddress: its name, or Metal3's error
+// message; err is a failure to reach the API server or ipam-server.
+func (r *Metal3ClaimReconciler) serve(ctx context.Context, claim *metal3v1alpha1.IPClaim, pool *metal3v1alpha1.IPPool, poolErr error) (string, string, error) {
+	if poolErr != nil {
+		return "", fmt.Sprintf("IPPool %s not found", translate.ID(pool.Namespace, claim.Spec.Pool.Name)), nil
+	}
+	p, err := translate.ParseMetal3Pool(pool.Namespace, pool.Name, &pool.Spec)
+	if err != nil {
+		return "", err.Error(), nil
+	}
+	var existing metal3v1alpha1.IPAddressList
+	if err := r.client.List(ctx, &existing, client.MatchingFields{indexMetal3Claim: claim.Namespace + "/" + claim.Name}); err != nil {
+		return "", "", err
+	}
+	for _, a := range existing.Items {
+		if a.Spec.Pool.Name == pool.Name && a.DeletionTimestamp.IsZero() {
+			refused, err := r.adopt(ctx, p, &a)
+			if err != nil || refused != nil {
+				return "", errText(refused), err
+			}
+			return a.Name, "", nil
+		}
+	}
+	if p.PreAllocationOutOfBounds(claim.Name) {
+		return "", metal3v1alpha1.ErrPreAllocatedOutOfBounds, nil
+	}
+	if p.Entries() == 0 {
+		return "", metal3v1alpha1.ErrExhausted, nil
+	}
+	if err := r.adoptPool(ctx, p); err != nil {
+		return "", "", err
+	}
+	requested := claim.Annotations[metal3v1alpha1.AnnotationIPAddress]
+	key := translate.Metal3ClaimKey(r.owner, claim.Namespace, claim.Name)
+	want, err := p.Metal3Claim(r.owner, key, requested)
+	if err != nil {
+		return "", metal3v1alpha1.ErrRequestedNotAvailable + ": " + err.Error(), nil
+	}
+	var resp *ipamv1.AllocateResponse
+	if requested != "" || p.HasPreAllocation(claim.Name) {
+		resp, err = r.ipam.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: want})
+	} else {
+		// The first entry with a free address, in spec order.
+		for i := range p.Entries() {
+			resp, err = r.ipam.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: p.Metal3ClaimEntry(r.owner, key, i)})
+			if status.Code(err) != codes.ResourceExhausted {
+				break
+			}
+		}
+	}
+	if err != nil {
+		if !isVerdict(err) {
+			return "", "", fmt.Errorf("ipam-server: %w", err)
+		}
+		return "", metal3Error(err, requested), nil
+	}
+	res, err := netip.ParsePrefix(resp.GetResult().GetPrefix())
+	if err != nil {
+		return "", "", fmt.Errorf("ipam-server answered %q: %w", resp.GetResult().GetPrefix(), err)
+	}
+	ip := res.Addr()
+	a := &metal3v1alpha1.IPAddress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pool.Namespace, Name: p.Metal3AddressName(ip), Labels: claim.Labels,
+			Finalizers: []string{metal3v1alpha1.IPAddressFinalizer}},
+		Spec: p.Metal3Address(ip, claim.Namespace, claim.Name),
+	}
+	a.OwnerReferences = append(append([]metav1.OwnerReference(nil), claim.OwnerReferences...),
+		metav1.OwnerReference{APIVersion: metal3v1alpha1.GroupVersion.String(), Kind: metal3v1alpha1.KindIPPool, Name: pool.Name, UID: pool.UID},
+		metav1.OwnerReference{APIVersion: metal3v1alpha1.GroupVersion.String(), Kind: metal3v1alpha1.KindIPClaim, Name: claim.Name, UID: claim.UID})
+	if err := r.client.Create(ctx, a); err != nil {
+		// The name is taken (an IPAddress made by hand that the pool has
+		// not synced yet): give the address back and try again.
+		if _, rerr := r.ipam.Release(ctx, &ipamv1.DeleteRequest{Key: want.GetKey()}); rerr != nil && !isNotFound(rerr) {
+			err = errors.Join(err, rerr)
+		}
+		return "", "", fmt.Errorf("creating IPAddress %s: %w", translate.ID(a.Namespace, a.Name), err)
+	}
+	r.markAdopted(a.UID)
+	return a.Name, "", nil
+}
+
+// metal3Error is the errorMessage of a refusal, in Metal3's wording.
+func metal3Error(err error, requested string) string {
+	st := status.Convert(err)
+	switch {
+	case st.Code() == codes.ResourceExhausted:
+		return metal3v1alpha1.ErrExhausted
+	case requested != "":
+		return metal3v1alpha1.ErrRequestedNotAvailable + ": " + st.Message()
+	}
+	return st.Message()
+}
+
+// errText is the message of err, or "".
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return status.Convert(err).Message()
+}
+
+// adopt makes ipam-server hold a (holdExactly) for its claim.
+func (r *Metal3ClaimReconciler) adopt(ctx context.Context, p *translate.Metal3Pool, a *metal3v1alpha1.IPAddress) (refused, err error) {
+	ip, perr := netip.ParseAddr(string(a.Spec.Address))
+	if perr != nil {
+		return status.Errorf(codes.InvalidArgument, "IPAddress %s: spec.address: %s is not an IP address", translate.ID(a.Namespace, a.Name), ipam.Quote(string(a.Spec.Address))), nil
+	}
+	ns := a.Spec.Claim.Namespace
+	if ns == "" {
+		ns = a.Namespace
+	}
+	key := translate.Metal3ClaimKey(r.owner, ns, a.Spec.Claim.Name)
+	refused, err = holdExactly(ctx, r.ipam, key, ip.Unmap(), func() (*ipamv1.Allocation, error) {
+		return p.Metal3Claim(r.owner, key, "")
+	})
+	if err == nil && refused == nil {
+		r.markAdopted(a.UID)
+		log.FromContext(ctx).V(1).Info("IPAddress held by ipam-server", "ipAddress", translate.ID(a.Namespace, a.Name), "address", ip.String())
+	}
+	return refused, err
+}
+
+// adoptPool makes sure ipam-server holds every claimed IPAddress of the
+// pool before it hands out a new address.
+func (r *Metal3ClaimReconciler) adoptPool(ctx context.Context, p *translate.Metal3Pool) error {
+	var list metal3v1alpha1.IPAddressList
+	if err := r.client.List(ctx, &list, client.MatchingFields{indexMetal3Pool: p.Namespace + "/" + p.Name}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		a := &list.Items[i]
+		if a.Spec.Claim.Name == "" || r.isAdopted(a.UID) || !a.DeletionTimestamp.IsZero() {
+			continue
+		}
+		refused, err := r.adopt(ctx, p, a)
+		if err != nil {
+			return err
+		}
+		if refused != nil {
+			log.FromContext(ctx).Info("cannot adopt IPAddress", "ipAddress", translate.ID(a.Namespace, a.Name), "reason", errText(refused))
+		}
+	}
+	return nil
+}
+
+// release gives a deleted claim's address back, deletes its IPAddress and
+// lets the claim go.
+func (r *Metal3ClaimReconciler) release(ctx context.Context, claim *metal3v1alpha1.IPClaim) error {
+	if !controllerutil.ContainsFinalizer(claim, metal3v1alpha1.IPClaimFinalizer) {
+		return nil
+	}
+	key := translate.Metal3ClaimKey(r.owner, claim.Namespace, claim.Name)
+	if _, err := r.ipam.Release(ctx, &ipamv1.DeleteRequest{Key: key}); err != nil && !isNotFound(err) {
+		return fmt.Errorf("ipam-server: release %s: %w", translate.ID(claim.Namespace, claim.Name), err)
+	}
+	var list metal3v1alpha1.IPAddressList
+	if err := r.client.List(ctx, &list, client.MatchingFields{indexMetal3Claim: claim.Namespace + "/" + claim.Name}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		a := &list.Items[i]
+		if controllerutil.ContainsFinalizer(a, metal3v1alpha1.IPAddressFinalizer) {
+			orig := a.DeepCopy()
+			controllerutil.RemoveFinalizer(a, metal3v1alpha1.IPAddressFinalizer)
+			if err := r.client.Patch(ctx, a, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		if err := r.client.Delete(ctx, a); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		r.forget(a.UID)
+	}
+	orig := claim.DeepCopy()
+	controllerutil.RemoveFinalizer(claim, metal3v1alpha1.IPClaimFinalizer)
+	return client.IgnoreNotFound(r.client.Patch(ctx, claim, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
+}

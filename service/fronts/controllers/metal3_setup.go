@@ -1,0 +1,136 @@
+package controllers
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	capicorev1beta2 "github.com/nephio-project/ipam/api/capi/core/v1beta2"
+	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
+)
+
+// setupMetal3 registers the Metal3 front (IPPool and IPClaim reconcilers)
+// when the ipam.metal3.io CRDs are installed. It reports whether it did.
+func setupMetal3(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error)) (bool, error) {
+	logger := log.FromContext(ctx).WithName("metal3")
+	on, err := served(mgr, metal3v1alpha1.GroupVersion, metal3v1alpha1.KindIPClaim)
+	if err != nil || !on {
+		if err == nil {
+			logger.Info("Metal3 front off: the ipam.metal3.io CRDs are not installed")
+		}
+		return false, err
+	}
+	if ok, err := allowed(ctx, mgr, metal3v1alpha1.Group, "ippools", "ipclaims", "ipaddresses"); err != nil || !ok {
+		return false, err
+	}
+	clusters, err := served(mgr, capicorev1beta2.GroupVersion, "Cluster")
+	if err == nil && clusters {
+		clusters, err = allowed(ctx, mgr, capicorev1beta2.Group, "clusters")
+	}
+	if err != nil {
+		return false, err
+	}
+	idx := mgr.GetFieldIndexer()
+	for _, f := range []struct {
+		obj   client.Object
+		field string
+		fn    client.IndexerFunc
+	}{
+		{&metal3v1alpha1.IPAddress{}, indexMetal3Pool, indexMetal3ByPool},
+		{&metal3v1alpha1.IPClaim{}, indexMetal3Pool, indexMetal3ByPool},
+		{&metal3v1alpha1.IPAddress{}, indexMetal3Claim, indexMetal3ByClaim},
+		{&metal3v1alpha1.IPPool{}, indexMetal3Cluster, indexMetal3ByCluster},
+	} {
+		if err := idx.IndexField(ctx, f.obj, f.field, f.fn); err != nil {
+			return false, err
+		}
+	}
+	c8s := mgr.GetClient()
+	watched := builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
+		predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
+	pools := ctrl.NewControllerManagedBy(mgr).Named("metal3-ippool").
+		For(&metal3v1alpha1.IPPool{}, watched).
+		Watches(&metal3v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			a := o.(*metal3v1alpha1.IPAddress)
+			return []reconcile.Request{{NamespacedName: nsName(refKey(a.Namespace, a.Spec.Pool))}}
+		}))
+	claims := ctrl.NewControllerManagedBy(mgr).Named("metal3-ipclaim").
+		For(&metal3v1alpha1.IPClaim{}, watched).
+		Watches(&metal3v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if a := o.(*metal3v1alpha1.IPAddress); a.Spec.Claim.Name != "" {
+				return []reconcile.Request{{NamespacedName: nsName(refKey(a.Namespace, a.Spec.Claim))}}
+			}
+			return nil
+		})).
+		Watches(&metal3v1alpha1.IPPool{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return metal3Claims(ctx, c8s, []string{o.GetNamespace() + "/" + o.GetName()}, true)
+		}))
+	if clusters {
+		pools = pools.Watches(&capicorev1beta2.Cluster{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			var list metal3v1alpha1.IPPoolList
+			if err := c8s.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexMetal3Cluster: o.GetName()}); err != nil {
+				return nil
+			}
+			var reqs []reconcile.Request
+			for _, p := range list.Items {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+			}
+			return reqs
+		}))
+		claims = claims.Watches(&capicorev1beta2.Cluster{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			var list metal3v1alpha1.IPPoolList
+			if err := c8s.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexMetal3Cluster: o.GetName()}); err != nil {
+				return nil
+			}
+			var keys []string
+			for _, p := range list.Items {
+				keys = append(keys, p.Namespace+"/"+p.Name)
+			}
+			return metal3Claims(ctx, c8s, keys, false)
+		}))
+	}
+	if err := pools.Complete(observed("metal3-ippool", &Metal3PoolReconciler{reconciler: base, clusters: clusters}, hook)); err != nil {
+		return false, err
+	}
+	if err := claims.Complete(observed("metal3-ipclaim", &Metal3ClaimReconciler{reconciler: base, clusters: clusters}, hook)); err != nil {
+		return false, err
+	}
+	logger.Info("Metal3 front on", "clusters", clusters)
+	return true, nil
+}
+
+// nsName splits namespace/name.
+func nsName(key string) types.NamespacedName {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			return types.NamespacedName{Namespace: key[:i], Name: key[i+1:]}
+		}
+	}
+	return types.NamespacedName{Name: key}
+}
+
+// metal3Claims are the claims of the pools keys (namespace/name); with
+// waiting, only those without an address.
+func metal3Claims(ctx context.Context, c client.Client, keys []string, waiting bool) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, k := range keys {
+		var list metal3v1alpha1.IPClaimList
+		if err := c.List(ctx, &list, client.MatchingFields{indexMetal3Pool: k}); err != nil {
+			log.FromContext(ctx).Error(err, "listing claims of IPPool", "pool", k)
+			continue
+		}
+		for _, cl := range list.Items {
+			if !waiting || cl.Status.Address == nil {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: cl.Namespace, Name: cl.Name}})
+			}
+		}
+	}
+	return reqs
+}
