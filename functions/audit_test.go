@@ -25,7 +25,7 @@ func TestAudit(t *testing.T) {
 	repo := t.TempDir()
 	pkgtest.Git(t, repo, "init", "--quiet")
 	root := filepath.Join(pkgtest.ModuleRoot(t), "testdata")
-	for _, name := range []string{"release", "dual-stack", "capi"} {
+	for _, name := range []string{"release", "dual-stack", "capi", "metal3"} {
 		pkg := filepath.Join(repo, name)
 		pkgtest.CopyPackage(t, filepath.Join(root, name), pkg)
 		point(t, pkg, filepath.Join(bin, "ipam-fn"), addr)
@@ -101,6 +101,9 @@ func TestAudit(t *testing.T) {
 		}
 		if f.Owner == "capi" && f.Object != "IPAllocation default/ipaddressclaim.node-0" {
 			t.Errorf("the Cluster API package has a finding beyond its edited IPAddress: %+v", f)
+		}
+		if f.Owner == "metal3" {
+			t.Errorf("the untouched Metal3 package has a finding: %+v", f)
 		}
 	}
 	if !capiDrift {

@@ -72,6 +72,8 @@ type resource struct {
 	kind, ns, name string
 	file           string
 	status         string
+	// addressOnly compares the addresses of status and the server's prefix.
+	addressOnly bool
 }
 
 func (r resource) id() string { return r.kind + " " + translate.ID(r.ns, r.name) }
@@ -147,7 +149,9 @@ func compare(p *pkg, held map[string]heldObject) []Finding {
 			f.Kind, f.Detail = Unrendered, "no status.prefix: render the package ("+r.file+")"
 		case !ok:
 			f.Kind, f.Detail = Drift, fmt.Sprintf("Git says %s, the server holds nothing (%s)", r.status, r.file)
-		case h.prefix != r.status:
+		case r.addressOnly && addressOf(h.prefix) != addressOf(r.status):
+			f.Kind, f.Detail = Drift, fmt.Sprintf("Git says %s, the server holds %s (%s)", addressOf(r.status), addressOf(h.prefix), r.file)
+		case !r.addressOnly && h.prefix != r.status:
 			f.Kind, f.Detail = Drift, fmt.Sprintf("Git says %s, the server holds %s (%s)", r.status, h.prefix, r.file)
 		default:
 			continue
@@ -161,6 +165,12 @@ func compare(p *pkg, held map[string]heldObject) []Finding {
 		}
 	}
 	return out
+}
+
+// addressOf is the address of a prefix written addr/len.
+func addressOf(prefix string) string {
+	addr, _, _ := strings.Cut(prefix, "/")
+	return addr
 }
 
 // heldObject is what the server holds for one object.
@@ -302,7 +312,7 @@ func readPackage(dir string, others []string) (*pkg, error) {
 	// the pool's network instance and networks, the claim's allocation
 	// with the address its IPAddress records.
 	for _, d := range pkgsync.DeclaredByFronts(owner, all) {
-		p.objs = append(p.objs, resource{kind: d.Kind, ns: d.Namespace, name: d.Name, file: fileOf[d.Item], status: d.Prefix})
+		p.objs = append(p.objs, resource{kind: d.Kind, ns: d.Namespace, name: d.Name, file: fileOf[d.Item], status: d.Prefix, addressOnly: d.AddressOnly})
 	}
 	return p, nil
 }

@@ -12,6 +12,7 @@ import (
 	capicorev1beta2 "github.com/nephio-project/ipam/api/capi/core/v1beta2"
 	capiv1beta2 "github.com/nephio-project/ipam/api/capi/ipam/v1beta2"
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
+	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
 	"github.com/nephio-project/ipam/service/ipam"
@@ -97,9 +98,13 @@ func (o *object) addPool(req *ipamv1.SyncRequest, owner string) ([]*translate.Fi
 	return w, nil
 }
 
-// claimPart is what a claim object carries besides its item.
+// claimPart is what a claim object carries besides its item: a Cluster
+// API IPAddressClaim (capi) or a Metal3 IPClaim (m3).
 type claimPart struct {
-	claim capiv1beta2.IPAddressClaim
+	capi *capiv1beta2.IPAddressClaim
+	m3   *metal3v1alpha1.IPClaim
+	// pool is a Metal3 claim's IPPool.
+	pool *object
 	// addr is the claim's IPAddress in the package, if any.
 	addr *fn.KubeObject
 }
@@ -111,12 +116,12 @@ func (o *object) readClaim() (ours bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	o.claim = &claimPart{claim: capiv1beta2.IPAddressClaim{ObjectMeta: meta}}
+	o.claim = &claimPart{capi: &capiv1beta2.IPAddressClaim{ObjectMeta: meta}}
 	var spec capiv1beta2.IPAddressClaimSpec
 	if _, err := o.spec(&spec); err != nil {
 		return false, err
 	}
-	o.claim.claim.Spec = spec
+	o.claim.capi.Spec = spec
 	if spec.PoolRef.APIGroup != ipamv1alpha1.Group {
 		return false, nil
 	}
@@ -130,11 +135,16 @@ func (o *object) readClaim() (ours bool, err error) {
 // resolving its pool among objs. It returns the error results.
 func addClaims(req *ipamv1.SyncRequest, owner string, objs []*object, items fn.KubeObjects) fn.Results {
 	var results fn.Results
-	addrs := map[string]*fn.KubeObject{}
+	addrs, m3addrs := map[string]*fn.KubeObject{}, map[string]*fn.KubeObject{}
 	for _, it := range items {
 		if isCAPI(it, capiv1beta2.KindIPAddress) {
 			claimName, _, _ := it.NestedString("spec", "claimRef", "name")
 			addrs[translate.ID(it.GetNamespace(), claimName)] = it
+		}
+		if isMetal3(it, metal3v1alpha1.KindIPAddress) {
+			if claimName, _, _ := it.NestedString("spec", "claim", "name"); claimName != "" {
+				m3addrs[translate.ID(it.GetNamespace(), claimName)] = it
+			}
 		}
 	}
 	taken := map[string]*object{}
@@ -147,7 +157,13 @@ func addClaims(req *ipamv1.SyncRequest, owner string, objs []*object, items fn.K
 		if o.claim == nil {
 			continue
 		}
-		c := &o.claim.claim
+		if o.claim.m3 != nil {
+			if err := addMetal3Claim(req, owner, o, objs, m3addrs); err != nil {
+				results = append(results, fieldResult(o, err))
+			}
+			continue
+		}
+		c := o.claim.capi
 		name := translate.PackageClaimName(o.name)
 		if other := taken[translate.ID(o.ns, name)]; other != nil {
 			results = append(results, objectResult(o, "metadata.name", fmt.Sprintf("its allocation is keyed %s, the name of %s in the package: rename one", name, other.id()), "InvalidArgument"))
@@ -253,9 +269,17 @@ type claimOutput struct {
 	added       bool
 }
 
+// writeAnyClaim writes res into copies of claim o, whatever its kind.
+func writeAnyClaim(o *object, res *ipamv1.Result) (claimOutput, bool, error) {
+	if o.claim.m3 != nil {
+		return writeMetal3Claim(o, res)
+	}
+	return writeClaim(o, res)
+}
+
 // writeClaim writes res into copies of claim o and its IPAddress.
 func writeClaim(o *object, res *ipamv1.Result) (claimOutput, bool, error) {
-	c := &o.claim.claim
+	c := o.claim.capi
 	spec, err := translate.AddressSpec(c, res)
 	if err != nil {
 		return claimOutput{}, false, err
@@ -340,8 +364,9 @@ func newIPAddress(o *object) *fn.KubeObject {
 	return a
 }
 
-// staleAddresses are the IPAddresses of this front's pools whose claim is
-// not in the package any more.
+// staleAddresses are the IPAddresses of the fronts' pools whose claim is
+// not in the package any more (Metal3 IPAddresses without a claim stay:
+// they take an address out of their pool by hand).
 func staleAddresses(items fn.KubeObjects, objs []*object) []*fn.KubeObject {
 	claims := map[string]bool{}
 	for _, o := range objs {
@@ -351,13 +376,18 @@ func staleAddresses(items fn.KubeObjects, objs []*object) []*fn.KubeObject {
 	}
 	var out []*fn.KubeObject
 	for _, it := range items {
-		if !isCAPI(it, capiv1beta2.KindIPAddress) {
-			continue
-		}
-		group, _, _ := it.NestedString("spec", "poolRef", "apiGroup")
-		claim, _, _ := it.NestedString("spec", "claimRef", "name")
-		if group == ipamv1alpha1.Group && !claims[translate.ID(it.GetNamespace(), claim)] {
-			out = append(out, it)
+		switch {
+		case isCAPI(it, capiv1beta2.KindIPAddress):
+			group, _, _ := it.NestedString("spec", "poolRef", "apiGroup")
+			claim, _, _ := it.NestedString("spec", "claimRef", "name")
+			if group == ipamv1alpha1.Group && !claims[translate.ID(it.GetNamespace(), claim)] {
+				out = append(out, it)
+			}
+		case isMetal3(it, metal3v1alpha1.KindIPAddress):
+			claim, _, _ := it.NestedString("spec", "claim", "name")
+			if claim != "" && !claims[translate.ID(it.GetNamespace(), claim)] {
+				out = append(out, it)
+			}
 		}
 	}
 	return out
@@ -376,11 +406,16 @@ type Declared struct {
 	Prefix string
 	// Item is the package object that declares it.
 	Item *fn.KubeObject
+	// AddressOnly says that only the address of Prefix is what Git
+	// records (a Metal3 address: its length is the pool entry's, which
+	// ipam-server may not know).
+	AddressOnly bool
 }
 
-// DeclaredByFronts lists the server objects that the Cluster API pools and
-// claims among items declare for owner: each pool's network instance and
-// networks, each claim's allocation with the address of its IPAddress.
+// DeclaredByFronts lists the server objects that the Cluster API and
+// Metal3 pools and claims among items declare for owner: each pool's
+// network instance and networks (and a Metal3 pool's addresses taken by
+// hand), each claim's allocation with the address of its IPAddress.
 // Pools and claims that cannot be read are left out (a render reports
 // them).
 func DeclaredByFronts(owner string, items fn.KubeObjects) []Declared {
@@ -388,7 +423,7 @@ func DeclaredByFronts(owner string, items fn.KubeObjects) []Declared {
 	var out []Declared
 	for _, o := range objs {
 		switch {
-		case o.pool != nil:
+		case o.pool != nil || o.m3pool != nil:
 			for _, a := range o.aliases {
 				d := Declared{Kind: a.object, Namespace: a.ns, Name: a.name, Item: o.item}
 				switch a.object {
@@ -400,15 +435,21 @@ func DeclaredByFronts(owner string, items fn.KubeObjects) []Declared {
 							d.Prefix = p.GetPrefix()
 						}
 					}
+				case ipam.ObjAllocation: // a Metal3 address taken by hand
+					for _, x := range req.GetAllocations() {
+						if x.GetKey().GetName() == a.name && x.GetKey().GetNamespace() == a.ns {
+							d.Prefix, d.AddressOnly = x.GetPrefix(), true
+						}
+					}
 				}
 				out = append(out, d)
 			}
 		case o.claim != nil && len(o.aliases) > 0:
-			d := Declared{Kind: ipam.ObjAllocation, Namespace: o.ns, Name: o.aliases[0].name, Item: o.item}
+			d := Declared{Kind: ipam.ObjAllocation, Namespace: o.ns, Name: o.aliases[0].name, Item: o.item, AddressOnly: o.claim.m3 != nil}
 			if a := o.claim.addr; a != nil {
 				addr, _, _ := a.NestedString("spec", "address")
 				bits, found, _ := a.NestedInt64("spec", "prefix")
-				if found {
+				if found || d.AddressOnly {
 					d.Prefix = addr + "/" + strconv.FormatInt(bits, 10)
 				}
 			}

@@ -150,3 +150,65 @@ func TestPoolEditDroppingAnAddressIsRefused(t *testing.T) {
 	}
 	t.Fatalf("no error on the pool naming 10.30.0.10: %v", results)
 }
+
+const m3Pool = `apiVersion: ipam.metal3.io/v1alpha1
+kind: IPPool
+metadata: {name: pool1, namespace: default}
+spec:
+  pools: [{start: 10.31.0.10, end: 10.31.0.30}]
+  prefix: 24
+  gateway: 10.31.0.1
+  preAllocations: {pre: 10.31.0.20}
+`
+
+// m3Claim is an IPClaim of pool1.
+func m3Claim(name string) string {
+	return "---\napiVersion: ipam.metal3.io/v1alpha1\nkind: IPClaim\nmetadata: {name: " + name + ", namespace: default}\nspec:\n  pool: {name: pool1}\n"
+}
+
+// TestMetal3ClaimsRestoreToAFreshServer: the Metal3 IPAddresses in Git
+// pin their claims on a fresh server; pre-allocations hold in a package.
+func TestMetal3ClaimsRestoreToAFreshServer(t *testing.T) {
+	ctx := context.Background()
+	first := servertest.Start(t, server.Config{}, false)
+	cfg := pkgsync.Options{Server: first.Addr, Prune: true}
+	objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "m3.yaml", m3Pool+m3Claim("a")+m3Claim("pre")+m3Claim("b"))
+	if _, _, err := pkgsync.Process(ctx, first.Client(t), cfg, &objs); err != nil {
+		t.Fatal(err)
+	}
+	names := func(objs fn.KubeObjects) []string {
+		var out []string
+		for _, o := range objs {
+			if o.GetKind() == "IPAddress" {
+				out = append(out, o.GetName())
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := names(objs); !slices.Equal(got, []string{"pool1-10-31-0-10", "pool1-10-31-0-11", "pool1-10-31-0-20"}) {
+		t.Fatalf("IPAddresses %v", got)
+	}
+	before := pkgtest.Snapshot(objs)
+	fresh := servertest.Start(t, server.Config{}, false)
+	cfg.Server = fresh.Addr
+	// On the fresh server a new claim c comes first in the package.
+	more := append(pkgtest.Items(t, "c.yaml", m3Claim("c")), objs...)
+	if _, _, err := pkgsync.Process(ctx, fresh.Client(t), cfg, &more); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(more); !slices.Equal(got, []string{"pool1-10-31-0-10", "pool1-10-31-0-11", "pool1-10-31-0-12", "pool1-10-31-0-20"}) {
+		t.Fatalf("after the restore: IPAddresses %v", got)
+	}
+	for _, s := range before {
+		if !slices.Contains(pkgtest.Snapshot(more), s) {
+			t.Errorf("the restore changed %s", s)
+		}
+	}
+	// A claim of a pool that is not in the package names its field.
+	bad := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "m3.yaml", strings.Replace(m3Claim("x"), "pool1", "nope", 1))
+	_, results, err := pkgsync.Process(ctx, fresh.Client(t), cfg, &bad)
+	if err == nil || len(results) != 1 || results[0].Field == nil || results[0].Field.Path != "spec.pool" || !strings.Contains(results[0].Message, `no IPPool "default/nope" in the package`) {
+		t.Fatalf("err %v, results %v", err, results)
+	}
+}

@@ -21,6 +21,7 @@ import (
 
 	capiv1beta2 "github.com/nephio-project/ipam/api/capi/ipam/v1beta2"
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
+	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
 	"github.com/nephio-project/ipam/service/ipam"
@@ -80,6 +81,8 @@ type object struct {
 	prefix *ipamv1alpha1.IPPrefix
 	// pool is a Cluster API pool read.
 	pool *translate.PoolSpec
+	// m3pool is a Metal3 IPPool read.
+	m3pool *translate.Metal3Pool
 	// claim is an IPAddressClaim read.
 	claim *claimPart
 }
@@ -94,7 +97,8 @@ func (o *object) id() string { return o.kind + " " + translate.ID(o.ns, o.name) 
 func HasIPAMObjects(items fn.KubeObjects) bool {
 	for _, it := range items {
 		if KindOf(it) != "" || inGroup(it) && !IsConfig(it) ||
-			isCAPI(it, capiv1beta2.KindIPAddressClaim) || isCAPI(it, capiv1beta2.KindIPAddress) {
+			isCAPI(it, capiv1beta2.KindIPAddressClaim) || isCAPI(it, capiv1beta2.KindIPAddress) ||
+			isMetal3(it, metal3v1alpha1.KindIPPool) || isMetal3(it, metal3v1alpha1.KindIPClaim) || isMetal3(it, metal3v1alpha1.KindIPAddress) {
 			return true
 		}
 	}
@@ -234,6 +238,15 @@ func buildRequest(opts Options, items fn.KubeObjects) (*ipamv1.SyncRequest, []*o
 		switch {
 		case o.kind != "":
 			objs = append(objs, o)
+		case isMetal3(it, metal3v1alpha1.KindIPPool):
+			o.kind = metal3v1alpha1.KindIPPool
+			objs = append(objs, o)
+		case isMetal3(it, metal3v1alpha1.KindIPClaim):
+			o.kind = metal3v1alpha1.KindIPClaim
+			if err := o.readMetal3Claim(); err != nil {
+				results = append(results, fieldResult(o, err))
+			}
+			objs = append(objs, o)
 		case isCAPI(it, capiv1beta2.KindIPAddressClaim):
 			o.kind = capiv1beta2.KindIPAddressClaim
 			ours, err := o.readClaim()
@@ -268,7 +281,13 @@ func buildRequest(opts Options, items fn.KubeObjects) (*ipamv1.SyncRequest, []*o
 		if o.claim != nil {
 			continue // after the pools they name
 		}
-		warnings, err := o.add(req, owner)
+		var warnings []*translate.FieldError
+		var err error
+		if o.kind == metal3v1alpha1.KindIPPool {
+			warnings, err = o.addMetal3Pool(req, owner, items)
+		} else {
+			warnings, err = o.add(req, owner)
+		}
 		for _, w := range warnings {
 			r := objectResult(o, w.Field, w.Msg, "")
 			r.Severity = fn.Warning

@@ -9,6 +9,7 @@ import (
 
 	capiv1beta2 "github.com/nephio-project/ipam/api/capi/ipam/v1beta2"
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
+	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
 	"github.com/nephio-project/ipam/service/ipam"
@@ -46,24 +47,31 @@ func KptfileConditionType(kind, name string) string {
 func writeResults(objs []*object, idn identity, resp *ipamv1.SyncResponse, items *fn.KubeObjects) (bool, fn.Results, error) {
 	type swap struct{ item, next *fn.KubeObject }
 	var swaps []swap
-	var added fn.KubeObjects
+	var added, replaced fn.KubeObjects
 	var results fn.Results
 	var claims []condition
 	for _, o := range objs {
 		var res *ipamv1.Result
 		switch o.kind {
-		case capiv1beta2.KindIPAddressClaim:
-			out, changed, err := writeClaim(o, resp.GetAllocations()[o.index])
+		case capiv1beta2.KindIPAddressClaim, metal3v1alpha1.KindIPClaim:
+			if o.claim == nil || o.claim.capi == nil && o.claim.m3 == nil {
+				continue
+			}
+			out, changed, err := writeAnyClaim(o, resp.GetAllocations()[o.index])
 			if err != nil {
 				results = append(results, objectResult(o, "status", err.Error(), ""))
 				continue
 			}
 			if changed {
 				swaps = append(swaps, swap{o.item, out.claim})
-				if out.added {
-					added = append(added, out.addr)
-				} else {
+				switch {
+				case !out.added:
 					swaps = append(swaps, swap{o.claim.addr, out.addr})
+				case o.claim.addr != nil: // the address moved: a new name
+					replaced = append(replaced, o.claim.addr)
+					added = append(added, out.addr)
+				default:
+					added = append(added, out.addr)
 				}
 			}
 			continue
@@ -106,7 +114,7 @@ func writeResults(objs []*object, idn identity, resp *ipamv1.SyncResponse, items
 	for _, s := range swaps {
 		*s.item = *s.next
 	}
-	stale := staleAddresses(*items, objs)
+	stale := append(staleAddresses(*items, objs), replaced...)
 	if len(stale) > 0 {
 		*items = slices.DeleteFunc(*items, func(it *fn.KubeObject) bool { return slices.Contains(stale, it) })
 	}
@@ -131,8 +139,12 @@ func summary(objs []*object, written int, resp *ipamv1.SyncResponse) fn.Results 
 		kind, apiVersion := translate.KindName(r.GetKind()), ipamv1alpha1.APIVersion
 		k := r.GetKey()
 		name := k.GetName()
-		if claim, ok := strings.CutPrefix(name, translate.PackageClaimName("")); ok && r.GetKind() == ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION {
-			kind, apiVersion, name = capiv1beta2.KindIPAddressClaim, capiv1beta2.GroupVersion.String(), claim
+		if r.GetKind() == ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION {
+			if claim, ok := strings.CutPrefix(name, translate.PackageClaimName("")); ok {
+				kind, apiVersion, name = capiv1beta2.KindIPAddressClaim, capiv1beta2.GroupVersion.String(), claim
+			} else if claim, ok := strings.CutPrefix(name, translate.PackageMetal3ClaimName("")); ok {
+				kind, apiVersion, name = metal3v1alpha1.KindIPClaim, metal3v1alpha1.GroupVersion.String(), claim
+			}
 		}
 		results = append(results, &fn.Result{Severity: fn.Info,
 			Message: fmt.Sprintf("ipam-fn: released %s %s of owner %s: the package no longer declares it",
