@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -146,6 +147,10 @@ func TestMetal3BlogExample(t *testing.T) {
 		return nil
 	})
 
+	out := s.kubectl(t, "get", "ippools.ipam.metal3.io,ipclaims.ipam.metal3.io,ipaddresses.ipam.metal3.io", "-n", ns)
+	t.Logf("kubectl get ippools,ipclaims,ipaddresses (ipam.metal3.io):\n%s", out)
+	assert.Contains(t, out, "pool1-192-168-0-13")
+
 	// The next claims fill the first entry, then the subnets: after .30
 	// comes 192.168.1.2 (the subnet written 192.168.1.1/26 starts after
 	// .1), with the pool's prefix and gateway.
@@ -229,6 +234,21 @@ func TestMetal3ReadmeExample(t *testing.T) {
 	p.Spec.NamePrefix = "renamed"
 	err := s.k8s.Update(ctx, &p)
 	assert.True(t, apierrors.IsInvalid(err), "namePrefix change: %v", err)
+
+	// Shrinking an entry below an allocated address is refused: the pool
+	// says so and ipam-server keeps it as it was.
+	end := metal3v1alpha1.IPAddressStr("192.168.0.12")
+	s.update(t, &p, func() { p.Spec.Pools[0].End = &end })
+	eventually(t, capiWait, "shrink refused", func() error {
+		if err := s.k8s.Get(ctx, client.ObjectKeyFromObject(&p), &p); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, "Ready")
+		if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != p.Generation || !strings.Contains(c.Message, "192.168.0.13") {
+			return fmt.Errorf("conditions %+v", p.Status.Conditions)
+		}
+		return nil
+	})
 }
 
 // TestMetal3ExhaustionAndBounds: a full pool is "Exhausted IP Pools" and
