@@ -107,12 +107,8 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, err
 	}
 	exists := err == nil
-	if !controllerutil.ContainsFinalizer(&claim, ReleaseAddressFinalizer) {
-		orig := claim.DeepCopy()
-		controllerutil.AddFinalizer(&claim, ReleaseAddressFinalizer)
-		if err := r.client.Patch(ctx, &claim, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
+	if err := r.ensureFinalizerNamed(ctx, &claim, ReleaseAddressFinalizer); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	orig := claim.DeepCopy()
 

@@ -450,6 +450,23 @@ func TestCAPIHundredClaimsAtOnce(t *testing.T) {
 	s.poolReady(t, p, ipamv1alpha1.IPAddressStatusSummary{Total: 253, Used: n, Free: 253 - n})
 }
 
+// moveTarget is the management cluster of a clusterctl move: a second
+// API server with the CRDs, a fresh ipam-server and controllers on them.
+func (s *suite) moveTarget(t *testing.T) (client.Client, *ipamServer) {
+	t.Helper()
+	env := &envtest.Environment{CRDDirectoryPaths: []string{crdDir, capiCRDDir, metal3CRDDir}, ErrorIfCRDPathMissing: true, Scheme: s.k8s.Scheme()}
+	cfg, err := env.Start()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Stop() })
+	k, err := client.New(cfg, client.Options{Scheme: s.k8s.Scheme()})
+	require.NoError(t, err)
+	srv, err := startServer("127.0.0.1:0", filepath.Join(t.TempDir(), "ipam-data"), s.logFile)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.stop() })
+	s.startControllers(t, cfg, func(c *controllers.Config) { c.Server = srv.addr })
+	return k, srv
+}
+
 // TestCAPIMove is clusterctl move: the objects of a paused cluster are
 // copied to a second management cluster (a second API server) whose
 // controllers talk to a fresh ipam-server. The copied IPAddresses are
@@ -477,16 +494,7 @@ func TestCAPIMove(t *testing.T) {
 	s.update(t, cluster, func() { cluster.Spec.Paused = ptr.To(true) })
 
 	// The target: its own API server and a fresh ipam-server.
-	env2 := &envtest.Environment{CRDDirectoryPaths: []string{crdDir, capiCRDDir, metal3CRDDir}, ErrorIfCRDPathMissing: true, Scheme: s.k8s.Scheme()}
-	cfg2, err := env2.Start()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = env2.Stop() })
-	k2, err := client.New(cfg2, client.Options{Scheme: s.k8s.Scheme()})
-	require.NoError(t, err)
-	srv2, err := startServer("127.0.0.1:0", filepath.Join(t.TempDir(), "ipam-data"), s.logFile)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv2.stop() })
-	s.startControllers(t, cfg2, func(c *controllers.Config) { c.Server = srv2.addr })
+	k2, srv2 := s.moveTarget(t)
 
 	// Copy, owners first, as clusterctl move does: namespace, cluster
 	// (paused), pool, claims, then the IPAddresses pointing at the new

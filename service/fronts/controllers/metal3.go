@@ -198,12 +198,8 @@ func (r *Metal3ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if !claim.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.release(ctx, &claim)
 	}
-	if !controllerutil.ContainsFinalizer(&claim, metal3v1alpha1.IPClaimFinalizer) {
-		orig := claim.DeepCopy()
-		controllerutil.AddFinalizer(&claim, metal3v1alpha1.IPClaimFinalizer)
-		if err := r.client.Patch(ctx, &claim, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
+	if err := r.ensureFinalizerNamed(ctx, &claim, metal3v1alpha1.IPClaimFinalizer); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	orig := claim.DeepCopy()
 	addr, errMsg, err := r.serve(ctx, &claim, &pool, poolErr)

@@ -3,7 +3,6 @@ package controllers_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	capicorev1beta2 "github.com/nephio-project/ipam/api/capi/core/v1beta2"
@@ -342,16 +340,7 @@ spec:
 	// clusterctl move: pause, copy pool, claims and IPAddresses to a
 	// second API server whose controllers use a fresh ipam-server.
 	s.update(t, cluster, func() { cluster.Spec.Paused = ptr.To(true) })
-	env2 := &envtest.Environment{CRDDirectoryPaths: []string{crdDir, capiCRDDir, metal3CRDDir}, ErrorIfCRDPathMissing: true, Scheme: s.k8s.Scheme()}
-	cfg2, err := env2.Start()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = env2.Stop() })
-	k2, err := client.New(cfg2, client.Options{Scheme: s.k8s.Scheme()})
-	require.NoError(t, err)
-	srv2, err := startServer("127.0.0.1:0", filepath.Join(t.TempDir(), "ipam-data"), s.logFile)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv2.stop() })
-	s.startControllers(t, cfg2, func(c *controllers.Config) { c.Server = srv2.addr })
+	k2, _ := s.moveTarget(t)
 	require.NoError(t, k2.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	c2 := &capicorev1beta2.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wl"}, Spec: capicorev1beta2.ClusterSpec{Paused: ptr.To(true)}}
 	require.NoError(t, k2.Create(ctx, c2))

@@ -49,11 +49,17 @@ func (r *reconciler) key(obj client.Object) *ipamv1.Key {
 // ensureFinalizer adds the finalizer before anything is created in the
 // service, so nothing can be orphaned.
 func (r *reconciler) ensureFinalizer(ctx context.Context, obj client.Object) error {
-	if controllerutil.ContainsFinalizer(obj, Finalizer) {
+	return r.ensureFinalizerNamed(ctx, obj, Finalizer)
+}
+
+// ensureFinalizerNamed adds the finalizer name (the fronts use their
+// ecosystem's) unless obj has it.
+func (r *reconciler) ensureFinalizerNamed(ctx context.Context, obj client.Object, name string) error {
+	if controllerutil.ContainsFinalizer(obj, name) {
 		return nil
 	}
 	orig := obj.DeepCopyObject().(client.Object)
-	controllerutil.AddFinalizer(obj, Finalizer)
+	controllerutil.AddFinalizer(obj, name)
 	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("adding finalizer: %w", err)
 	}
