@@ -93,12 +93,14 @@ fuzz: ## run every Fuzz* target for FUZZTIME (default 20s) each
 
 generate: generate-api generate-proto blueprint-crds capi-crds ## regenerate all committed generated code
 
-generate-api: controller-gen ## regenerate deepcopy and CRD YAML of api/ipam and api/metal3, deepcopy of the api/capi mirrors
+generate-api: controller-gen ## regenerate deepcopy and CRD YAML of api/ipam, api/metal3 and api/nvidia, deepcopy of the api/capi mirrors
 	rm -f api/ipam/v1alpha1/crds/*.yaml
 	$(CONTROLLER_GEN) object paths=./api/ipam/... crd paths=./api/ipam/... output:crd:artifacts:config=api/ipam/v1alpha1/crds
 	$(CONTROLLER_GEN) object paths=./api/capi/...
 	rm -f api/metal3/v1alpha1/crds/*.yaml
 	$(CONTROLLER_GEN) object paths=./api/metal3/... crd paths=./api/metal3/... output:crd:artifacts:config=api/metal3/v1alpha1/crds
+	rm -f api/nvidia/v1alpha1/crds/*.yaml
+	$(CONTROLLER_GEN) object paths=./api/nvidia/... crd paths=./api/nvidia/... output:crd:artifacts:config=api/nvidia/v1alpha1/crds
 
 # The Cluster API CRDs the Cluster API front serves claims of, copied from
 # the sigs.k8s.io/cluster-api module (never written by hand).
@@ -145,9 +147,9 @@ protoc-gen-go-grpc: ## install the pinned protoc-gen-go-grpc under bin/ unless i
 	fi
 
 verify: generate ## fail if committed generated code under api/ (or the blueprint's CRDs) is stale
-	@untracked=$$(git ls-files --others --exclude-standard -- api/ blueprints/ipam/crds/ blueprints/ipam-metal3/crds/); \
-	if ! git diff --quiet -- api/ blueprints/ipam/crds/ blueprints/ipam-metal3/crds/ || [ -n "$$untracked" ]; then \
-		git --no-pager diff --stat -- api/ blueprints/ipam/crds/ blueprints/ipam-metal3/crds/; \
+	@untracked=$$(git ls-files --others --exclude-standard -- api/ blueprints/ipam/crds/ blueprints/ipam-metal3/crds/ blueprints/ipam-nvidia/crds/); \
+	if ! git diff --quiet -- api/ blueprints/ipam/crds/ blueprints/ipam-metal3/crds/ blueprints/ipam-nvidia/crds/ || [ -n "$$untracked" ]; then \
+		git --no-pager diff --stat -- api/ blueprints/ipam/crds/ blueprints/ipam-metal3/crds/ blueprints/ipam-nvidia/crds/; \
 		for f in $$untracked; do echo "untracked: $$f"; done; \
 		echo "verify: generated code under api/ is stale or not committed; run 'make generate' and commit the result" >&2; \
 		exit 1; \
@@ -228,11 +230,13 @@ PORCH_KPT_VERSION := v1.0.0-beta.61
 porch-env: testbin ## build Porch and its function runner into bin/porch unless they are there at the pinned versions
 	PORCH_VERSION=$(PORCH_VERSION) KPT_VERSION=$(PORCH_KPT_VERSION) injector/porchenv/build.sh $(BIN)/porch
 
-blueprint-crds: generate-api ## copy the generated CRDs into the blueprints/ipam and blueprints/ipam-metal3 kpt packages, in the form kpt writes
+blueprint-crds: generate-api ## copy the generated CRDs into the blueprints/ipam, ipam-metal3 and ipam-nvidia kpt packages, in the form kpt writes
 	rm -rf blueprints/ipam/crds
 	kpt fn source api/ipam/v1alpha1/crds | kpt fn sink blueprints/ipam/crds
 	rm -rf blueprints/ipam-metal3/crds
 	kpt fn source api/metal3/v1alpha1/crds | kpt fn sink blueprints/ipam-metal3/crds
+	rm -rf blueprints/ipam-nvidia/crds
+	kpt fn source api/nvidia/v1alpha1/crds | kpt fn sink blueprints/ipam-nvidia/crds
 
 clean: ## remove bin/ (binaries and installed tools)
 	rm -rf $(BIN)

@@ -34,7 +34,7 @@ var binaries = map[string][]string{
 		"-authz-policy", "-recover-truncated"},
 	"ipamctl":         {"-server", "-token-file"},
 	"ipam-fn":         {"server", "owner", "prune", "tlsCA", "tokenFile", "--allow-network"},
-	"ipam-controller": {"-kubeconfig", "-server", "-tls-ca", "-token-file", "-metal3"},
+	"ipam-controller": {"-kubeconfig", "-server", "-tls-ca", "-token-file", "-metal3", "-nvidia"},
 	"ipam-injector":   {"-kubeconfig", "-server", "-namespace", "-token-file"},
 }
 
@@ -305,7 +305,8 @@ func kubeconfig(t *testing.T) string {
 	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths: []string{filepath.Join(moduleRoot(t), "api", "ipam", "v1alpha1", "crds"),
-			filepath.Join(moduleRoot(t), "api", "capi", "crds"), filepath.Join(moduleRoot(t), "api", "metal3", "v1alpha1", "crds")},
+			filepath.Join(moduleRoot(t), "api", "capi", "crds"), filepath.Join(moduleRoot(t), "api", "metal3", "v1alpha1", "crds"),
+			filepath.Join(moduleRoot(t), "api", "nvidia", "v1alpha1", "crds")},
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := env.Start()
@@ -340,8 +341,9 @@ func TestControllerAndInjector(t *testing.T) {
 	srv.waitLine(t, `"msg":"ready"`, 30*time.Second)
 
 	ctl := start(t, filepath.Join(dir, "ipam-controller"), "--kubeconfig", kc, "--server", serving.Addr,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0", "--metal3")
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0", "--metal3", "--nvidia")
 	ctl.waitLine(t, "Metal3 front on", 60*time.Second)
+	ctl.waitLine(t, "NVIDIA front on", 60*time.Second)
 	ctl.waitLine(t, "Cluster API front on", 60*time.Second)
 	ctl.waitLine(t, "Starting workers", 60*time.Second)
 	// The binary serves a Cluster API claim end to end.

@@ -28,6 +28,7 @@ import (
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
+	nvv1alpha1 "github.com/nephio-project/ipam/api/nvidia/v1alpha1"
 	"github.com/nephio-project/ipam/service/fronts/controllers"
 )
 
@@ -36,6 +37,7 @@ import (
 var (
 	blueprintDir       = filepath.Join("..", "..", "..", "blueprints", "ipam")
 	metal3BlueprintDir = filepath.Join("..", "..", "..", "blueprints", "ipam-metal3")
+	nvidiaBlueprintDir = filepath.Join("..", "..", "..", "blueprints", "ipam-nvidia")
 )
 
 // TestBlueprintCRDsUpToDate fails when the blueprint's copies of the CRDs
@@ -43,7 +45,7 @@ var (
 // (so that kpt live init leaves a checkout clean): they are compared as
 // YAML values, not bytes.
 func TestBlueprintCRDsUpToDate(t *testing.T) {
-	for src, dst := range map[string]string{crdDir: blueprintDir, metal3CRDDir: metal3BlueprintDir} {
+	for src, dst := range map[string]string{crdDir: blueprintDir, metal3CRDDir: metal3BlueprintDir, nvidiaCRDDir: nvidiaBlueprintDir} {
 		want, err := os.ReadDir(src)
 		require.NoError(t, err)
 		got, err := os.ReadDir(filepath.Join(dst, "crds"))
@@ -200,14 +202,16 @@ func TestBlueprintLiveApply(t *testing.T) {
 		require.Equal(t, want, st, "kpt live status %s", id)
 	}
 
-	// The optional Metal3 package, applied next to it.
-	m3pkg := filepath.Join(t.TempDir(), "ipam-metal3")
-	require.NoError(t, os.CopyFS(m3pkg, os.DirFS(metal3BlueprintDir)))
-	out, err = s.kpt(t, "live", "init", m3pkg)
-	require.NoError(t, err, out)
-	out, err = s.kpt(t, "live", "apply", m3pkg, "--inventory-policy=adopt", "--reconcile-timeout=30s")
-	require.NoError(t, err, out)
-	t.Logf("kpt live apply blueprints/ipam-metal3:\n%s", out)
+	// The optional Metal3 and NVIDIA packages, applied next to it.
+	for _, dir := range []string{metal3BlueprintDir, nvidiaBlueprintDir} {
+		opt := filepath.Join(t.TempDir(), filepath.Base(dir))
+		require.NoError(t, os.CopyFS(opt, os.DirFS(dir)))
+		out, err = s.kpt(t, "live", "init", opt)
+		require.NoError(t, err, out)
+		out, err = s.kpt(t, "live", "apply", opt, "--inventory-policy=adopt", "--reconcile-timeout=30s")
+		require.NoError(t, err, out)
+		t.Logf("kpt live apply blueprints/%s:\n%s", filepath.Base(dir), out)
+	}
 
 	// The controllers as the blueprint's ServiceAccount, with leader election.
 	const sa = "system:serviceaccount:ipam-system:ipam-controller"
@@ -230,6 +234,11 @@ func TestBlueprintLiveApply(t *testing.T) {
 	require.NoError(t, s.k8s.Create(ctx, m3(t, ns, "metadata: {name: m3}\nspec: {pools: [{subnet: 10.19.1.0/24}], prefix: 24}\n", &metal3v1alpha1.IPPool{})))
 	require.NoError(t, s.k8s.Create(ctx, m3Claim(ns, "m3-claim", "m3")))
 	require.Equal(t, "m3-10-19-1-1", s.m3Served(t, s.k8s, ns, "m3-claim").Name)
+	// And the NVIDIA front, with its package's RBAC (nodes read-only).
+	s.node(t, "bp-node", map[string]string{"bp-node": "yes"})
+	nv := m3(t, ns, "metadata: {name: nv}\nspec: {subnet: 10.19.2.0/24, perNodeBlockSize: 8, nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: bp-node, operator: Exists}]}]}}\n", &nvv1alpha1.IPPool{})
+	require.NoError(t, s.k8s.Create(ctx, nv))
+	s.nvAllocations(t, nv, map[string]string{"bp-node": "10.19.2.1-10.19.2.8"})
 
 	// It took the lease and recorded events in the resources' namespace.
 	lease := &coordinationv1.Lease{}
@@ -284,6 +293,9 @@ func TestBlueprintLiveApply(t *testing.T) {
 		{sa, "ipam.metal3.io", "ipaddresses", "", "create", "any", true},
 		{sa, "ipam.metal3.io", "ipclaims", "status", "patch", "any", true},
 		{sa, "ipam.metal3.io", "ippools", "", "delete", "any", false},
+		{sa, "", "nodes", "", "watch", "", true},
+		{sa, "", "nodes", "", "update", "", false},
+		{sa, "nv-ipam.nvidia.com", "ippools", "status", "patch", "any", true},
 		{"system:serviceaccount:ipam-system:ipam-injector", "porch.kpt.dev", "packagerevisions", "", "watch", "", true},
 		{"system:serviceaccount:ipam-system:ipam-injector", "porch.kpt.dev", "packagerevisionresources", "", "update", "any", true},
 		{"system:serviceaccount:ipam-system:ipam-injector", "porch.kpt.dev", "packagerevisions", "", "delete", "any", false},

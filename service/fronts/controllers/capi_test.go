@@ -454,7 +454,7 @@ func TestCAPIHundredClaimsAtOnce(t *testing.T) {
 // API server with the CRDs, a fresh ipam-server and controllers on them.
 func (s *suite) moveTarget(t *testing.T) (client.Client, *ipamServer) {
 	t.Helper()
-	env := &envtest.Environment{CRDDirectoryPaths: []string{crdDir, capiCRDDir, metal3CRDDir}, ErrorIfCRDPathMissing: true, Scheme: s.k8s.Scheme()}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{crdDir, capiCRDDir, metal3CRDDir, nvidiaCRDDir}, ErrorIfCRDPathMissing: true, Scheme: s.k8s.Scheme()}
 	cfg, err := env.Start()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = env.Stop() })

@@ -23,6 +23,7 @@ import (
 	capiv1beta2 "github.com/nephio-project/ipam/api/capi/ipam/v1beta2"
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
+	nvv1alpha1 "github.com/nephio-project/ipam/api/nvidia/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/client"
 )
@@ -62,6 +63,9 @@ type Config struct {
 	// Metal3 serves the Metal3 IP Address Manager API (ipam.metal3.io):
 	// opt-in, since Metal3's own controller serves the same kinds.
 	Metal3 bool
+	// NVIDIA serves NVIDIA's per-node pools (nv-ipam.nvidia.com): opt-in,
+	// since NVIDIA's own controller serves the same kind.
+	NVIDIA bool
 	// LeaderElect runs leader election so that one replica reconciles;
 	// LeaderElectionNamespace is where its Lease lives (in-cluster: the
 	// pod's namespace).
@@ -136,18 +140,21 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := Setup(ctx, mgr, ipamv1.NewIPAMClient(conn), Options{Owner: cfg.Owner, Resync: cfg.Resync, EventRecorderName: Name, Reconciled: cfg.Reconciled, Metal3: cfg.Metal3}); err != nil {
+	if err := Setup(ctx, mgr, ipamv1.NewIPAMClient(conn), Options{Owner: cfg.Owner, Resync: cfg.Resync, EventRecorderName: Name, Reconciled: cfg.Reconciled, Metal3: cfg.Metal3, NVIDIA: cfg.NVIDIA}); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while setting up
+		}
 		return fmt.Errorf("controllers: %w", err)
 	}
 	return mgr.Start(ctx)
 }
 
 // AddToScheme adds every type the controllers read and write: the
-// Kubernetes built-ins, ipam.nephio.org, ipam.metal3.io and the Cluster
-// API mirrors.
+// Kubernetes built-ins, ipam.nephio.org, ipam.metal3.io,
+// nv-ipam.nvidia.com and the Cluster API mirrors.
 func AddToScheme(s *runtime.Scheme) error {
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, ipamv1alpha1.AddToScheme,
-		capiv1beta2.AddToScheme, capicorev1beta2.AddToScheme, metal3v1alpha1.AddToScheme} {
+		capiv1beta2.AddToScheme, capicorev1beta2.AddToScheme, metal3v1alpha1.AddToScheme, nvv1alpha1.AddToScheme} {
 		if err := add(s); err != nil {
 			return err
 		}

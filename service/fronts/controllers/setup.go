@@ -23,13 +23,15 @@ type Options struct {
 	Resync time.Duration
 	// Metal3 turns the Metal3 front on (its CRDs and RBAC must be there).
 	Metal3 bool
+	// NVIDIA turns the NVIDIA front on (its CRD and RBAC must be there).
+	NVIDIA bool
 	// EventRecorderName names the events the reconcilers record; no events
 	// when empty.
 	EventRecorderName string
 	// Reconciled, when set, is called after every reconcile with the
 	// controller's name (networkinstance, ipprefix, ipallocation,
 	// inclusterippool, globalinclusterippool, ipaddressclaim,
-	// metal3-ippool, metal3-ipclaim), the
+	// metal3-ippool, metal3-ipclaim, nvidia-ippool), the
 	// object and the outcome; any status write is done by then. Tests
 	// count reconciles with it instead of waiting for time to pass.
 	Reconciled func(controller string, key types.NamespacedName, res ctrl.Result, err error)
@@ -50,8 +52,9 @@ func observed(name string, r reconcile.Reconciler, hook func(string, types.Names
 // Setup registers the NetworkInstance, IPPrefix and IPAllocation
 // reconcilers, their watches and the network-instance field indexes with
 // mgr, and the Cluster API front (pools and IPAddressClaims) and, with
-// opts.Metal3, the Metal3 front (IPPools, IPClaims) when their CRDs are
-// installed and the RBAC lets the controllers watch them. They call ipam through c; mgr's scheme needs AddToScheme.
+// opts.Metal3 and opts.NVIDIA, the Metal3 front (IPPools, IPClaims) and
+// the NVIDIA front (per-node blocks) when their CRDs are installed and the
+// RBAC lets the controllers watch them. They call ipam through c; mgr's scheme needs AddToScheme.
 func Setup(ctx context.Context, mgr ctrl.Manager, c ipamv1.IPAMClient, opts Options) error {
 	if c == nil {
 		return errors.New("controllers: an IPAM client is required")
@@ -106,6 +109,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c ipamv1.IPAMClient, opts Opti
 	if opts.Metal3 {
 		var err error
 		if metal3, err = setupMetal3(ctx, mgr, base, opts.Reconciled); err != nil {
+			return err
+		}
+	}
+	if opts.NVIDIA {
+		if err := setupNVIDIA(ctx, mgr, base, opts.Reconciled); err != nil {
 			return err
 		}
 	}

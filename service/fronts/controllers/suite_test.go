@@ -42,6 +42,7 @@ var (
 	crdDir       = filepath.Join("..", "..", "..", "api", "ipam", "v1alpha1", "crds")
 	capiCRDDir   = filepath.Join("..", "..", "..", "api", "capi", "crds")
 	metal3CRDDir = filepath.Join("..", "..", "..", "api", "metal3", "v1alpha1", "crds")
+	nvidiaCRDDir = filepath.Join("..", "..", "..", "api", "nvidia", "v1alpha1", "crds")
 )
 
 // suite is one kube-apiserver + etcd (envtest, real binaries) and one
@@ -112,7 +113,7 @@ func startSuite() (_ *suite, err error) {
 		return nil, err
 	}
 	s.env = &envtest.Environment{
-		CRDDirectoryPaths:     []string{crdDir, capiCRDDir, metal3CRDDir},
+		CRDDirectoryPaths:     []string{crdDir, capiCRDDir, metal3CRDDir, nvidiaCRDDir},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
@@ -290,6 +291,7 @@ func (s *suite) startControllers(t *testing.T, restCfg *rest.Config, opts ...fun
 		DialOptions:            []grpc.DialOption{grpc.WithUnaryInterceptor(calls.intercept)},
 		Reconciled:             log.record,
 		Metal3:                 true,
+		NVIDIA:                 true,
 	}
 	for _, o := range opts {
 		o(&cfg)

@@ -1,0 +1,282 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
+	nvv1alpha1 "github.com/nephio-project/ipam/api/nvidia/v1alpha1"
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/api/translate"
+)
+
+// nodeMatches reports whether node matches sel as the scheduler reads a
+// node selector: terms ORed, a term's expressions and fields ANDed; a nil
+// selector matches every node, a term without requirements none.
+func nodeMatches(sel *corev1.NodeSelector, node *corev1.Node) (bool, error) {
+	if sel == nil {
+		return true, nil
+	}
+	for _, term := range sel.NodeSelectorTerms {
+		if len(term.MatchExpressions)+len(term.MatchFields) == 0 {
+			continue
+		}
+		ok, err := termMatches(term, node)
+		if err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+func termMatches(term corev1.NodeSelectorTerm, node *corev1.Node) (bool, error) {
+	for _, groups := range []struct {
+		reqs []corev1.NodeSelectorRequirement
+		set  labels.Set
+	}{{term.MatchExpressions, node.Labels}, {term.MatchFields, labels.Set{"metadata.name": node.Name}}} {
+		for _, r := range groups.reqs {
+			op, ok := map[corev1.NodeSelectorOperator]selection.Operator{
+				corev1.NodeSelectorOpIn: selection.In, corev1.NodeSelectorOpNotIn: selection.NotIn,
+				corev1.NodeSelectorOpExists: selection.Exists, corev1.NodeSelectorOpDoesNotExist: selection.DoesNotExist,
+				corev1.NodeSelectorOpGt: selection.GreaterThan, corev1.NodeSelectorOpLt: selection.LessThan,
+			}[r.Operator]
+			if !ok {
+				return false, fmt.Errorf("spec.nodeSelector: operator %q is not a node selector operator", r.Operator)
+			}
+			req, err := labels.NewRequirement(r.Key, op, r.Values)
+			if err != nil {
+				return false, fmt.Errorf("spec.nodeSelector: %w", err)
+			}
+			if !req.Matches(groups.set) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// NVIDIAPoolReconciler serves NVIDIA IPPools: ipam-server holds each
+// pool's subnet, every node the node selector matches holds a block of
+// perNodeBlockSize addresses (handed out from the start of the subnet,
+// nodes in name order; the same block for a node across restarts and
+// edits that keep it valid), a node that stops matching or goes gives its
+// block back, and status.allocations lists the blocks. A matching node
+// without a block (a full pool) turns Ready False with reason
+// PoolExhausted and a Warning event.
+type NVIDIAPoolReconciler struct {
+	reconciler
+}
+
+// Reconcile brings one IPPool, the nodes' blocks and ipam-server in line.
+func (r *NVIDIAPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var pool nvv1alpha1.IPPool
+	if err := r.client.Get(ctx, req.NamespacedName, &pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	id := translate.NVIDIAPoolID(r.owner, pool.Namespace, pool.Name)
+	if !pool.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &pool, &pool.Status.Conditions, "DeletePool", func() error {
+			held, err := r.heldBlocks(ctx, id)
+			if err != nil {
+				return err
+			}
+			for _, k := range held {
+				if _, err := r.ipam.Release(ctx, &ipamv1.DeleteRequest{Key: k}); err != nil && !isNotFound(err) {
+					return err
+				}
+			}
+			_, err = r.ipam.Sync(ctx, &ipamv1.SyncRequest{Owner: id, Prune: true})
+			return err
+		})
+	}
+	if err := r.ensureFinalizer(ctx, &pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	orig := pool.DeepCopy()
+	o, allocs, exhausted, err := r.serve(ctx, &pool, id)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	setConditions(&pool.Status.Conditions, o, pool.Generation)
+	if o.synced {
+		pool.Status.Allocations = allocs
+	}
+	if len(exhausted) > 0 {
+		meta.SetStatusCondition(&pool.Status.Conditions, metav1.Condition{Type: ipamv1alpha1.ConditionTypeReady, Status: metav1.ConditionFalse,
+			Reason: nvv1alpha1.ReasonPoolExhausted, ObservedGeneration: pool.Generation,
+			Message: fmt.Sprintf("no block of %d addresses left for %d node(s): %s", pool.Spec.PerNodeBlockSize, len(exhausted), firstNames(exhausted))})
+		o.retry = retryBackoff
+	}
+	changed := !equality.Semantic.DeepEqual(orig.Status, pool.Status)
+	if changed && len(exhausted) > 0 && !meta.IsStatusConditionPresentAndEqual(orig.Status.Conditions, ipamv1alpha1.ConditionTypeReady, metav1.ConditionFalse) {
+		r.event(&pool, corev1.EventTypeWarning, nvv1alpha1.ReasonPoolExhausted, "AllocateBlocks", meta.FindStatusCondition(pool.Status.Conditions, ipamv1alpha1.ConditionTypeReady).Message)
+	}
+	return r.finish(ctx, &pool, orig, pool.Status.Conditions, orig.Status.Conditions, o, changed, "AllocateBlocks", nil)
+}
+
+// firstNames lists up to five names, and how many more.
+func firstNames(names []string) string {
+	if len(names) <= 5 {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:5], ", ") + fmt.Sprintf(" and %d more", len(names)-5)
+}
+
+// serve syncs the pool, releases the blocks of nodes that no longer match
+// and allocates one for each matching node. It returns the outcome, the
+// blocks by node name and the matching nodes left without one; err is a
+// failure to reach the API server or ipam-server.
+func (r *NVIDIAPoolReconciler) serve(ctx context.Context, pool *nvv1alpha1.IPPool, id string) (outcome, []nvv1alpha1.Allocation, []string, error) {
+	p, err := translate.ParseNVIDIAPool(pool.Namespace, pool.Name, &pool.Spec)
+	var sync *ipamv1.SyncRequest
+	if err == nil {
+		sync, err = p.Sync(r.owner)
+	}
+	if err != nil {
+		return outcome{synced: true, message: err.Error(), retry: retryResync}, nil, nil, nil
+	}
+	if _, err := r.ipam.Sync(ctx, sync); err != nil {
+		o := classify(err, "")
+		if !o.synced {
+			return o, nil, nil, fmt.Errorf("ipam-server: %w", err)
+		}
+		return o, nil, nil, nil
+	}
+	var nodes corev1.NodeList
+	if err := r.client.List(ctx, &nodes); err != nil {
+		return outcome{}, nil, nil, err
+	}
+	var matching []string
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		ok, err := nodeMatches(pool.Spec.NodeSelector, n)
+		if err != nil {
+			return outcome{synced: true, message: fmt.Sprintf("IPPool %s: %v", translate.ID(pool.Namespace, pool.Name), err), retry: retryResync}, nil, nil, nil
+		}
+		if ok && n.DeletionTimestamp.IsZero() {
+			matching = append(matching, n.Name)
+		}
+	}
+	slices.Sort(matching)
+	held, err := r.heldBlocks(ctx, id)
+	if err != nil {
+		return outcome{}, nil, nil, err
+	}
+	for node, k := range held {
+		if _, found := slices.BinarySearch(matching, node); !found {
+			if _, err := r.ipam.Release(ctx, &ipamv1.DeleteRequest{Key: k}); err != nil && !isNotFound(err) {
+				return outcome{}, nil, nil, fmt.Errorf("ipam-server: releasing the block of node %s: %w", node, err)
+			}
+			log.FromContext(ctx).Info("released a node's block", "node", node)
+		}
+	}
+	var allocs []nvv1alpha1.Allocation
+	var exhausted []string
+	for _, node := range matching {
+		resp, err := r.ipam.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: p.Block(r.owner, node)})
+		switch {
+		case status.Code(err) == codes.ResourceExhausted:
+			exhausted = append(exhausted, node)
+			continue
+		case err != nil:
+			o := classify(err, "")
+			if !o.synced {
+				return o, nil, nil, fmt.Errorf("ipam-server: %w", err)
+			}
+			return o, nil, nil, nil
+		}
+		start, end, err := translate.BlockRange(resp.GetResult())
+		if err != nil {
+			return outcome{}, nil, nil, err
+		}
+		allocs = append(allocs, nvv1alpha1.Allocation{NodeName: node, StartIP: start, EndIP: end})
+	}
+	return outcome{synced: true, ready: true, message: fmt.Sprintf("%d node(s) hold a block", len(allocs)), retry: retryResync}, allocs, exhausted, nil
+}
+
+// heldBlocks are the keys of the blocks ipam-server holds in the pool's
+// network instance id, by node.
+func (r *NVIDIAPoolReconciler) heldBlocks(ctx context.Context, id string) (map[string]*ipamv1.Key, error) {
+	out := map[string]*ipamv1.Key{}
+	for token := ""; ; {
+		resp, err := r.ipam.List(ctx, &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION,
+			Owner: translate.NVIDIAOwner(r.owner), NetworkInstance: id, PageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("ipam-server: %w", err)
+		}
+		for _, o := range resp.GetObjects() {
+			a := o.GetAllocation().GetAllocation()
+			if node := a.GetLabels()[nvv1alpha1.LabelNode]; node != "" {
+				out[node] = a.GetKey()
+			}
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			return out, nil
+		}
+	}
+}
+
+// setupNVIDIA registers the NVIDIA IPPool reconciler when its CRD is
+// installed and the RBAC lets the controllers watch pools and nodes.
+func setupNVIDIA(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error)) error {
+	logger := log.FromContext(ctx).WithName("nvidia")
+	on, err := served(mgr, nvv1alpha1.GroupVersion, nvv1alpha1.KindIPPool)
+	if err != nil || !on {
+		if err == nil {
+			logger.Info("NVIDIA front off: the nv-ipam.nvidia.com CRDs are not installed")
+		}
+		return err
+	}
+	if ok, err := allowed(ctx, mgr, nvv1alpha1.Group, "ippools"); err != nil || !ok {
+		return err
+	}
+	if ok, err := allowed(ctx, mgr, "", "nodes"); err != nil || !ok {
+		return err
+	}
+	c8s := mgr.GetClient()
+	allPools := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list nvv1alpha1.IPPoolList
+		if err := c8s.List(ctx, &list); err != nil {
+			log.FromContext(ctx).Error(err, "listing NVIDIA IPPools")
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for _, p := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+		}
+		return reqs
+	})
+	// Nodes matter when they come, go or change labels.
+	nodeEvents := builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{},
+		predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+		}}))
+	if err := ctrl.NewControllerManagedBy(mgr).Named("nvidia-ippool").
+		For(&nvv1alpha1.IPPool{}, builder.WithPredicates(specChanged)).
+		Watches(&corev1.Node{}, allPools, nodeEvents).
+		Complete(observed("nvidia-ippool", &NVIDIAPoolReconciler{reconciler: base}, hook)); err != nil {
+		return err
+	}
+	logger.Info("NVIDIA front on")
+	return nil
+}
