@@ -146,3 +146,133 @@ func BlockRange(res *ipamv1.Result) (start, end string, err error) {
 	}
 	return pfx.Addr().String(), end, nil
 }
+
+// NVIDIACIDRPoolID names a CIDRPool in ipam-server.
+func NVIDIACIDRPoolID(owner, namespace, name string) string {
+	return NVIDIAOwner(owner) + ".cidrpool." + namespace + "." + name
+}
+
+// NVIDIACIDRPool is a CIDRPool's spec, read and checked.
+type NVIDIACIDRPool struct {
+	// Namespace and Name identify the pool.
+	Namespace, Name string
+	cidr            netip.Prefix
+	bits            int
+	gatewayIndex    *int32
+	static          map[string]staticPrefix
+}
+
+type staticPrefix struct {
+	prefix  netip.Prefix
+	gateway netip.Addr
+}
+
+func (p *NVIDIACIDRPool) fieldErr(field, format string, args ...any) error {
+	return &FieldError{Kind: nvv1alpha1.KindCIDRPool, Namespace: p.Namespace, Name: p.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ParseNVIDIACIDRPool reads the spec of the CIDRPool namespace/name and
+// checks what NVIDIA's webhook checks: the per-node prefix inside the
+// CIDR, the gateway index inside a node's prefix, static allocations of
+// the per-node length inside the CIDR, one per node and apart.
+func ParseNVIDIACIDRPool(namespace, name string, spec *nvv1alpha1.CIDRPoolSpec) (*NVIDIACIDRPool, error) {
+	p := &NVIDIACIDRPool{Namespace: namespace, Name: name, bits: int(spec.PerNodeNetworkPrefix), gatewayIndex: spec.GatewayIndex, static: map[string]staticPrefix{}}
+	cidr, err := netip.ParsePrefix(spec.CIDR)
+	if err != nil {
+		return nil, p.fieldErr("spec.cidr", "%s is not in CIDR notation", quote(spec.CIDR))
+	}
+	p.cidr = cidr.Masked()
+	if p.bits < p.cidr.Bits() || p.bits > p.cidr.Addr().BitLen() {
+		return nil, p.fieldErr("spec.perNodeNetworkPrefix", "%d is not a length between %d and %d", p.bits, p.cidr.Bits(), p.cidr.Addr().BitLen())
+	}
+	if gi := spec.GatewayIndex; gi != nil && (p.cidr.Addr().BitLen()-p.bits < 31 && int64(*gi) >= int64(1)<<(p.cidr.Addr().BitLen()-p.bits)) {
+		return nil, p.fieldErr("spec.gatewayIndex", "%d is past the %d addresses of a /%d", *gi, int64(1)<<(p.cidr.Addr().BitLen()-p.bits), p.bits)
+	}
+	for i, s := range spec.StaticAllocations {
+		field := fmt.Sprintf("spec.staticAllocations[%d]", i)
+		sp, err := netip.ParsePrefix(s.Prefix)
+		if err != nil || sp.Bits() != p.bits || sp.Masked() != sp || !p.cidr.Contains(sp.Addr()) {
+			return nil, p.fieldErr(field+".prefix", "%s is not a /%d of %s", quote(s.Prefix), p.bits, p.cidr)
+		}
+		if _, dup := p.static[s.NodeName]; dup {
+			return nil, p.fieldErr(field+".nodeName", "%s has another static allocation", quote(s.NodeName))
+		}
+		st := staticPrefix{prefix: sp}
+		if s.Gateway != "" {
+			if st.gateway, err = netip.ParseAddr(s.Gateway); err != nil || !sp.Contains(st.gateway) {
+				return nil, p.fieldErr(field+".gateway", "%s is not an address of %s", quote(s.Gateway), sp)
+			}
+		}
+		for node, o := range p.static {
+			if o.prefix == sp {
+				return nil, p.fieldErr(field+".prefix", "%s is node %s's already", sp, node)
+			}
+		}
+		p.static[s.NodeName] = st
+	}
+	return p, nil
+}
+
+// Sync is the request that makes ipam-server hold the pool's CIDR (a pool
+// prefix) for the in-cluster front of owner, under the pool's own owner.
+func (p *NVIDIACIDRPool) Sync(owner string) (*ipamv1.SyncRequest, error) {
+	id := NVIDIACIDRPoolID(owner, p.Namespace, p.Name)
+	if len(id) > maxIDLength {
+		return nil, p.fieldErr("metadata.name", "too long: the pool's network instance %s... would exceed %d characters", id[:64], maxIDLength)
+	}
+	zero := netip.IPv4Unspecified()
+	if !p.cidr.Addr().Is4() {
+		zero = netip.IPv6Unspecified()
+	}
+	return &ipamv1.SyncRequest{
+		Owner: id,
+		Prune: true,
+		NetworkInstances: []*ipamv1.NetworkInstance{{Key: &ipamv1.Key{Owner: id, Name: id},
+			Prefixes: []*ipamv1.VRFPrefix{{Prefix: netip.PrefixFrom(zero, 0).String()}}}},
+		Prefixes: []*ipamv1.Prefix{{
+			Key:             &ipamv1.Key{Owner: id, Namespace: p.Namespace, Name: "cidrpool." + p.Name},
+			Kind:            string(ipamv1alpha1.PrefixKindPool),
+			NetworkInstance: id,
+			Prefix:          p.cidr.String(),
+		}},
+	}, nil
+}
+
+// Static reports whether node has a static allocation.
+func (p *NVIDIACIDRPool) Static(node string) bool { _, ok := p.static[node]; return ok }
+
+// NodePrefix is the allocation of node's prefix: its static one, or the
+// lowest free prefix of perNodeNetworkPrefix (best fit, rule 5).
+func (p *NVIDIACIDRPool) NodePrefix(owner, node string) *ipamv1.Allocation {
+	id := NVIDIACIDRPoolID(owner, p.Namespace, p.Name)
+	a := &ipamv1.Allocation{
+		Key:             &ipamv1.Key{Owner: NVIDIAOwner(owner), Namespace: p.Namespace, Name: "cidrpool." + p.Name + "." + node},
+		Kind:            string(ipamv1alpha1.PrefixKindNetwork),
+		NetworkInstance: id,
+		PrefixLength:    int32(p.bits),
+		// The pool prefix, not the aggregate around it.
+		Selector: map[string]string{ipamv1alpha1.LabelNetworkInstance: id, ipamv1alpha1.LabelPrefixKind: string(ipamv1alpha1.PrefixKindPool)},
+		Labels:   map[string]string{nvv1alpha1.LabelNode: node, nvv1alpha1.LabelPool: p.Namespace + "." + p.Name},
+	}
+	if s, ok := p.static[node]; ok {
+		a.Prefix = s.prefix.String()
+	}
+	return a
+}
+
+// NodeGateway is the gateway of node's prefix: its static gateway, or the
+// address at gatewayIndex, or none.
+func (p *NVIDIACIDRPool) NodeGateway(node string, prefix netip.Prefix) string {
+	if s, ok := p.static[node]; ok && s.gateway.IsValid() {
+		return s.gateway.String()
+	}
+	if p.gatewayIndex == nil {
+		return ""
+	}
+	a := prefix.Masked().Addr()
+	n := new(big.Int).SetBytes(a.AsSlice())
+	n.Add(n, big.NewInt(int64(*p.gatewayIndex)))
+	b := n.FillBytes(make([]byte, len(a.AsSlice())))
+	gw, _ := netip.AddrFromSlice(b)
+	return gw.String()
+}

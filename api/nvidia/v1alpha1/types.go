@@ -145,10 +145,118 @@ var (
 	GroupVersion = schema.GroupVersion{Group: Group, Version: Version}
 	// SchemeBuilder registers the types of this package with a runtime.Scheme.
 	SchemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
-		s.AddKnownTypes(GroupVersion, &IPPool{}, &IPPoolList{})
+		s.AddKnownTypes(GroupVersion, &IPPool{}, &IPPoolList{}, &CIDRPool{}, &CIDRPoolList{})
 		metav1.AddToGroupVersion(s, GroupVersion)
 		return nil
 	})
 	// AddToScheme adds the types of this package to a runtime.Scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+// KindCIDRPool is the kind of CIDRPool.
+const KindCIDRPool = "CIDRPool"
+
+// CIDRPoolStaticAllocation pins a node's prefix.
+type CIDRPoolStaticAllocation struct {
+	// NodeName is the node.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	NodeName string `json:"nodeName"`
+	// Prefix is the node's prefix, of perNodeNetworkPrefix length.
+	// +kubebuilder:validation:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="prefix must be in CIDR notation"
+	Prefix string `json:"prefix"`
+	// Gateway is the node's gateway (default: gatewayIndex's address).
+	// +optional
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="gateway must be an IP address"
+	Gateway string `json:"gateway,omitempty"`
+}
+
+// CIDRPoolSpec is the desired state of a CIDRPool.
+type CIDRPoolSpec struct {
+	// CIDR is the pool's prefix the nodes' prefixes are cut from.
+	// +kubebuilder:validation:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="cidr must be in CIDR notation"
+	CIDR string `json:"cidr"`
+	// PerNodeNetworkPrefix is the length of each node's prefix.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=128
+	PerNodeNetworkPrefix int32 `json:"perNodeNetworkPrefix"`
+	// GatewayIndex makes the address at that index of each node's prefix
+	// its gateway.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	GatewayIndex *int32 `json:"gatewayIndex,omitempty"`
+	// Exclusions are ranges the node-local plugin never hands out.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	Exclusions []ExcludeRange `json:"exclusions,omitempty"`
+	// StaticAllocations pin nodes' prefixes.
+	// +optional
+	// +kubebuilder:validation:MaxItems=4096
+	StaticAllocations []CIDRPoolStaticAllocation `json:"staticAllocations,omitempty"`
+	// NodeSelector picks the nodes that get a prefix: all when empty.
+	// +optional
+	NodeSelector *corev1.NodeSelector `json:"nodeSelector,omitempty"`
+	// DefaultGateway makes the gateway the pods' default route.
+	// +optional
+	DefaultGateway bool `json:"defaultGateway,omitempty"`
+	// Routes are routes the pool's users install.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Routes []Route `json:"routes,omitempty"`
+}
+
+// CIDRPoolAllocation is the prefix of one node.
+type CIDRPoolAllocation struct {
+	// NodeName is the node.
+	NodeName string `json:"nodeName"`
+	// Prefix is the node's prefix.
+	Prefix string `json:"prefix"`
+	// Gateway is the node's gateway, if the pool has one.
+	// +optional
+	Gateway string `json:"gateway,omitempty"`
+}
+
+// CIDRPoolStatus is the observed state of a CIDRPool.
+type CIDRPoolStatus struct {
+	// Allocations are the nodes' prefixes, by node name.
+	// +optional
+	Allocations []CIDRPoolAllocation `json:"allocations,omitempty"`
+	// Conditions are the Synced and Ready conditions, as for IPPool.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// CIDRPool gives each matching node a prefix of a CIDR.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=cidrpools,scope=Namespaced,categories=nv-ipam;ipam
+// +kubebuilder:printcolumn:name="CIDR",type="string",JSONPath=".spec.cidr"
+// +kubebuilder:printcolumn:name="PER-NODE",type="integer",JSONPath=".spec.perNodeNetworkPrefix"
+// +kubebuilder:printcolumn:name="STATUS",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
+// +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
+type CIDRPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state of the pool.
+	Spec CIDRPoolSpec `json:"spec"`
+	// Status is the observed state of the pool.
+	// +optional
+	Status CIDRPoolStatus `json:"status,omitempty"`
+}
+
+// CIDRPoolList is a list of CIDRPools.
+//
+// +kubebuilder:object:root=true
+type CIDRPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the pools.
+	Items []CIDRPool `json:"items"`
+}

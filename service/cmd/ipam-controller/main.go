@@ -29,7 +29,7 @@ func main() {
 	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", ":8080", `address of the metrics endpoint; "0" turns it off`)
 	fs.StringVar(&cfg.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&cfg.LeaderElect, "leader-elect", false, "elect a leader so that one replica reconciles")
-	fs.BoolVar(&cfg.NVIDIA, "nvidia", false, "serve NVIDIA's per-node pools (nv-ipam.nvidia.com IPPool; install blueprints/ipam-nvidia first, and not next to NVIDIA's own controller)")
+	fs.BoolVar(&cfg.NVIDIA, "nvidia", false, "serve NVIDIA's per-node pools (nv-ipam.nvidia.com IPPool and CIDRPool; install blueprints/ipam-nvidia first, and not next to NVIDIA's own controller)")
 	fs.BoolVar(&cfg.Metal3, "metal3", false, "serve the Metal3 IP Address Manager API (ipam.metal3.io IPPool, IPClaim, IPAddress; install blueprints/ipam-metal3 first, and not next to Metal3's own)")
 	fs.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (in-cluster: the pod's)")
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")

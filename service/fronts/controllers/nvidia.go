@@ -84,7 +84,7 @@ func termMatches(term corev1.NodeSelectorTerm, node *corev1.Node) (bool, error) 
 // without a block (a full pool) turns Ready False with reason
 // PoolExhausted and a Warning event.
 type NVIDIAPoolReconciler struct {
-	reconciler
+	nvidiaBase
 }
 
 // Reconcile brings one IPPool, the nodes' blocks and ipam-server in line.
@@ -95,19 +95,7 @@ func (r *NVIDIAPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	id := translate.NVIDIAPoolID(r.owner, pool.Namespace, pool.Name)
 	if !pool.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, &pool, &pool.Status.Conditions, "DeletePool", func() error {
-			held, err := r.heldBlocks(ctx, id)
-			if err != nil {
-				return err
-			}
-			for _, k := range held {
-				if _, err := r.ipam.Release(ctx, &ipamv1.DeleteRequest{Key: k}); err != nil && !isNotFound(err) {
-					return err
-				}
-			}
-			_, err = r.ipam.Sync(ctx, &ipamv1.SyncRequest{Owner: id, Prune: true})
-			return err
-		})
+		return r.finalize(ctx, &pool, &pool.Status.Conditions, "DeletePool", func() error { return r.releaseAll(ctx, id) })
 	}
 	if err := r.ensureFinalizer(ctx, &pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -162,33 +150,12 @@ func (r *NVIDIAPoolReconciler) serve(ctx context.Context, pool *nvv1alpha1.IPPoo
 		}
 		return o, nil, nil, nil
 	}
-	var nodes corev1.NodeList
-	if err := r.client.List(ctx, &nodes); err != nil {
+	matching, o, err := r.matchingNodes(ctx, pool.Spec.NodeSelector, "IPPool "+translate.ID(pool.Namespace, pool.Name))
+	if err != nil || o != nil {
+		return ptrOr(o), nil, nil, err
+	}
+	if err := r.releaseOthers(ctx, id, matching); err != nil {
 		return outcome{}, nil, nil, err
-	}
-	var matching []string
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		ok, err := nodeMatches(pool.Spec.NodeSelector, n)
-		if err != nil {
-			return outcome{synced: true, message: fmt.Sprintf("IPPool %s: %v", translate.ID(pool.Namespace, pool.Name), err), retry: retryResync}, nil, nil, nil
-		}
-		if ok && n.DeletionTimestamp.IsZero() {
-			matching = append(matching, n.Name)
-		}
-	}
-	slices.Sort(matching)
-	held, err := r.heldBlocks(ctx, id)
-	if err != nil {
-		return outcome{}, nil, nil, err
-	}
-	for node, k := range held {
-		if _, found := slices.BinarySearch(matching, node); !found {
-			if _, err := r.ipam.Release(ctx, &ipamv1.DeleteRequest{Key: k}); err != nil && !isNotFound(err) {
-				return outcome{}, nil, nil, fmt.Errorf("ipam-server: releasing the block of node %s: %w", node, err)
-			}
-			log.FromContext(ctx).Info("released a node's block", "node", node)
-		}
 	}
 	var allocs []nvv1alpha1.Allocation
 	var exhausted []string
@@ -214,9 +181,72 @@ func (r *NVIDIAPoolReconciler) serve(ctx context.Context, pool *nvv1alpha1.IPPoo
 	return outcome{synced: true, ready: true, message: fmt.Sprintf("%d node(s) hold a block", len(allocs)), retry: retryResync}, allocs, exhausted, nil
 }
 
-// heldBlocks are the keys of the blocks ipam-server holds in the pool's
+// ptrOr is *o, or the zero outcome.
+func ptrOr(o *outcome) outcome {
+	if o == nil {
+		return outcome{}
+	}
+	return *o
+}
+
+// nvidiaBase is what the NVIDIA pool reconcilers share.
+type nvidiaBase struct {
+	reconciler
+}
+
+// matchingNodes are the names of the nodes sel matches, sorted; o is the
+// outcome of a selector that cannot be read (named after what).
+func (r *nvidiaBase) matchingNodes(ctx context.Context, sel *corev1.NodeSelector, what string) ([]string, *outcome, error) {
+	var nodes corev1.NodeList
+	if err := r.client.List(ctx, &nodes); err != nil {
+		return nil, nil, err
+	}
+	var matching []string
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		ok, err := nodeMatches(sel, n)
+		if err != nil {
+			return nil, &outcome{synced: true, message: what + ": " + err.Error(), retry: retryResync}, nil
+		}
+		if ok && n.DeletionTimestamp.IsZero() {
+			matching = append(matching, n.Name)
+		}
+	}
+	slices.Sort(matching)
+	return matching, nil, nil
+}
+
+// releaseOthers gives back the blocks or prefixes held in the pool's
+// network instance id for nodes not in matching (sorted).
+func (r *nvidiaBase) releaseOthers(ctx context.Context, id string, matching []string) error {
+	held, err := r.held(ctx, id)
+	if err != nil {
+		return err
+	}
+	for node, k := range held {
+		if _, found := slices.BinarySearch(matching, node); !found {
+			if _, err := r.ipam.Release(ctx, &ipamv1.DeleteRequest{Key: k}); err != nil && !isNotFound(err) {
+				return fmt.Errorf("ipam-server: releasing what node %s holds: %w", node, err)
+			}
+			log.FromContext(ctx).Info("released what a node held", "node", node, "networkInstance", id)
+		}
+	}
+	return nil
+}
+
+// releaseAll gives back everything held in the pool's network instance
+// id and drops the pool's own objects: a deleted pool.
+func (r *nvidiaBase) releaseAll(ctx context.Context, id string) error {
+	if err := r.releaseOthers(ctx, id, nil); err != nil {
+		return err
+	}
+	_, err := r.ipam.Sync(ctx, &ipamv1.SyncRequest{Owner: id, Prune: true})
+	return err
+}
+
+// held are the keys of the allocations ipam-server holds in the pool's
 // network instance id, by node.
-func (r *NVIDIAPoolReconciler) heldBlocks(ctx context.Context, id string) (map[string]*ipamv1.Key, error) {
+func (r *nvidiaBase) held(ctx context.Context, id string) (map[string]*ipamv1.Key, error) {
 	out := map[string]*ipamv1.Key{}
 	for token := ""; ; {
 		resp, err := r.ipam.List(ctx, &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION,
@@ -247,25 +277,29 @@ func setupNVIDIA(ctx context.Context, mgr ctrl.Manager, base reconciler, hook fu
 		}
 		return err
 	}
-	if ok, err := allowed(ctx, mgr, nvv1alpha1.Group, "ippools"); err != nil || !ok {
+	if ok, err := allowed(ctx, mgr, nvv1alpha1.Group, "ippools", "cidrpools"); err != nil || !ok {
 		return err
 	}
 	if ok, err := allowed(ctx, mgr, "", "nodes"); err != nil || !ok {
 		return err
 	}
 	c8s := mgr.GetClient()
-	allPools := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		var list nvv1alpha1.IPPoolList
-		if err := c8s.List(ctx, &list); err != nil {
-			log.FromContext(ctx).Error(err, "listing NVIDIA IPPools")
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(list.Items))
-		for _, p := range list.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
-		}
-		return reqs
-	})
+	allPools := func(list client.ObjectList) handler.EventHandler {
+		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+			l := list.DeepCopyObject().(client.ObjectList)
+			if err := c8s.List(ctx, l); err != nil {
+				log.FromContext(ctx).Error(err, "listing NVIDIA pools")
+				return nil
+			}
+			items, _ := meta.ExtractList(l)
+			reqs := make([]reconcile.Request, 0, len(items))
+			for _, it := range items {
+				o := it.(client.Object)
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}})
+			}
+			return reqs
+		})
+	}
 	// Nodes matter when they come, go or change labels.
 	nodeEvents := builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{},
 		predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
@@ -273,8 +307,14 @@ func setupNVIDIA(ctx context.Context, mgr ctrl.Manager, base reconciler, hook fu
 		}}))
 	if err := ctrl.NewControllerManagedBy(mgr).Named("nvidia-ippool").
 		For(&nvv1alpha1.IPPool{}, builder.WithPredicates(specChanged)).
-		Watches(&corev1.Node{}, allPools, nodeEvents).
-		Complete(observed("nvidia-ippool", &NVIDIAPoolReconciler{reconciler: base}, hook)); err != nil {
+		Watches(&corev1.Node{}, allPools(&nvv1alpha1.IPPoolList{}), nodeEvents).
+		Complete(observed("nvidia-ippool", &NVIDIAPoolReconciler{nvidiaBase{base}}, hook)); err != nil {
+		return err
+	}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("nvidia-cidrpool").
+		For(&nvv1alpha1.CIDRPool{}, builder.WithPredicates(specChanged)).
+		Watches(&corev1.Node{}, allPools(&nvv1alpha1.CIDRPoolList{}), nodeEvents).
+		Complete(observed("nvidia-cidrpool", &NVIDIACIDRPoolReconciler{nvidiaBase{base}}, hook)); err != nil {
 		return err
 	}
 	logger.Info("NVIDIA front on")

@@ -227,3 +227,72 @@ spec:
 	}
 	assert.Len(t, seen, n*8)
 }
+
+// TestNVIDIACIDRPool: nodes get prefixes of perNodeNetworkPrefix, a
+// static allocation first, with the gateway at gatewayIndex; a full pool
+// is PoolExhausted; a static prefix outside the CIDR is refused.
+func TestNVIDIACIDRPool(t *testing.T) {
+	s := testSuite(t)
+	ns := s.namespace(t, "nvidia-cidr")
+	s.startControllers(t, s.cfg)
+	ctx := context.Background()
+
+	for _, n := range []string{"cidr-a", "cidr-b", "cidr-c"} {
+		s.node(t, n, map[string]string{"nv-cidr": "yes"})
+	}
+	pool := m3(t, ns, `metadata: {name: pods}
+spec:
+  cidr: 10.90.0.0/16
+  perNodeNetworkPrefix: 24
+  gatewayIndex: 1
+  staticAllocations: [{nodeName: cidr-b, prefix: 10.90.0.0/24}]
+  nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: nv-cidr, operator: Exists}]}]}
+`, &nvv1alpha1.CIDRPool{})
+	require.NoError(t, s.k8s.Create(ctx, pool))
+	want := "[{cidr-a 10.90.1.0/24 10.90.1.1} {cidr-b 10.90.0.0/24 10.90.0.1} {cidr-c 10.90.2.0/24 10.90.2.1}]"
+	eventually(t, capiWait, "CIDRPool allocations", func() error {
+		if err := s.k8s.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil {
+			return err
+		}
+		if got := fmt.Sprint(pool.Status.Allocations); got != want {
+			return fmt.Errorf("allocations %s", got)
+		}
+		return nil
+	})
+
+	small := m3(t, ns, `metadata: {name: small}
+spec:
+  cidr: 10.91.0.0/23
+  perNodeNetworkPrefix: 24
+  nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: nv-cidr, operator: Exists}]}]}
+`, &nvv1alpha1.CIDRPool{})
+	require.NoError(t, s.k8s.Create(ctx, small))
+	eventually(t, capiWait, "CIDRPool exhausted", func() error {
+		if err := s.k8s.Get(ctx, client.ObjectKeyFromObject(small), small); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(small.Status.Conditions, "Ready")
+		if c == nil || c.Reason != nvv1alpha1.ReasonPoolExhausted || len(small.Status.Allocations) != 2 || c.Message != "no /24 prefix left for 1 node(s): cidr-c" {
+			return fmt.Errorf("status %+v", small.Status)
+		}
+		return nil
+	})
+
+	bad := m3(t, ns, `metadata: {name: bad}
+spec:
+  cidr: 10.92.0.0/16
+  perNodeNetworkPrefix: 24
+  staticAllocations: [{nodeName: cidr-a, prefix: 10.93.0.0/24}]
+`, &nvv1alpha1.CIDRPool{})
+	require.NoError(t, s.k8s.Create(ctx, bad))
+	eventually(t, capiWait, "static prefix outside refused", func() error {
+		if err := s.k8s.Get(ctx, client.ObjectKeyFromObject(bad), bad); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(bad.Status.Conditions, "Ready")
+		if c == nil || c.Status != metav1.ConditionFalse || c.Message != `CIDRPool `+ns+`/bad: spec.staticAllocations[0].prefix: "10.93.0.0/24" is not a /24 of 10.92.0.0/16` {
+			return fmt.Errorf("conditions %+v", bad.Status.Conditions)
+		}
+		return nil
+	})
+}

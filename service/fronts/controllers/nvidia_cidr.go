@@ -1,0 +1,134 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
+	nvv1alpha1 "github.com/nephio-project/ipam/api/nvidia/v1alpha1"
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/api/translate"
+)
+
+// NVIDIACIDRPoolReconciler serves NVIDIA CIDRPools: ipam-server holds the
+// pool's CIDR as a pool prefix, every matching node holds a prefix of
+// perNodeNetworkPrefix (its static allocation, or the lowest free one;
+// nodes with a static allocation first, then in name order) with the
+// gateway at gatewayIndex, a node that stops matching or goes gives it
+// back, and status.allocations lists them. A matching node left without
+// a prefix turns Ready False with reason PoolExhausted and a Warning event.
+type NVIDIACIDRPoolReconciler struct {
+	nvidiaBase
+}
+
+// Reconcile brings one CIDRPool, the nodes' prefixes and ipam-server in line.
+func (r *NVIDIACIDRPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var pool nvv1alpha1.CIDRPool
+	if err := r.client.Get(ctx, req.NamespacedName, &pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	id := translate.NVIDIACIDRPoolID(r.owner, pool.Namespace, pool.Name)
+	if !pool.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &pool, &pool.Status.Conditions, "DeletePool", func() error { return r.releaseAll(ctx, id) })
+	}
+	if err := r.ensureFinalizer(ctx, &pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	orig := pool.DeepCopy()
+	o, allocs, exhausted, err := r.serve(ctx, &pool, id)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	setConditions(&pool.Status.Conditions, o, pool.Generation)
+	if o.synced {
+		pool.Status.Allocations = allocs
+	}
+	if len(exhausted) > 0 {
+		meta.SetStatusCondition(&pool.Status.Conditions, metav1.Condition{Type: ipamv1alpha1.ConditionTypeReady, Status: metav1.ConditionFalse,
+			Reason: nvv1alpha1.ReasonPoolExhausted, ObservedGeneration: pool.Generation,
+			Message: fmt.Sprintf("no /%d prefix left for %d node(s): %s", pool.Spec.PerNodeNetworkPrefix, len(exhausted), firstNames(exhausted))})
+		o.retry = retryBackoff
+	}
+	changed := !equality.Semantic.DeepEqual(orig.Status, pool.Status)
+	if changed && len(exhausted) > 0 && !meta.IsStatusConditionPresentAndEqual(orig.Status.Conditions, ipamv1alpha1.ConditionTypeReady, metav1.ConditionFalse) {
+		r.event(&pool, corev1.EventTypeWarning, nvv1alpha1.ReasonPoolExhausted, "AllocatePrefixes", meta.FindStatusCondition(pool.Status.Conditions, ipamv1alpha1.ConditionTypeReady).Message)
+	}
+	return r.finish(ctx, &pool, orig, pool.Status.Conditions, orig.Status.Conditions, o, changed, "AllocatePrefixes", nil)
+}
+
+// serve syncs the pool, releases the prefixes of nodes that no longer
+// match and allocates one for each matching node.
+func (r *NVIDIACIDRPoolReconciler) serve(ctx context.Context, pool *nvv1alpha1.CIDRPool, id string) (outcome, []nvv1alpha1.CIDRPoolAllocation, []string, error) {
+	p, err := translate.ParseNVIDIACIDRPool(pool.Namespace, pool.Name, &pool.Spec)
+	var sync *ipamv1.SyncRequest
+	if err == nil {
+		sync, err = p.Sync(r.owner)
+	}
+	if err != nil {
+		return outcome{synced: true, message: err.Error(), retry: retryResync}, nil, nil, nil
+	}
+	if _, err := r.ipam.Sync(ctx, sync); err != nil {
+		o := classify(err, "")
+		if !o.synced {
+			return o, nil, nil, fmt.Errorf("ipam-server: %w", err)
+		}
+		return o, nil, nil, nil
+	}
+	matching, o, err := r.matchingNodes(ctx, pool.Spec.NodeSelector, "CIDRPool "+translate.ID(pool.Namespace, pool.Name))
+	if err != nil || o != nil {
+		return ptrOr(o), nil, nil, err
+	}
+	if err := r.releaseOthers(ctx, id, matching); err != nil {
+		return outcome{}, nil, nil, err
+	}
+	// Static allocations first, so that no dynamic one takes their prefix.
+	order := make([]string, 0, len(matching))
+	for _, n := range matching {
+		if p.Static(n) {
+			order = append(order, n)
+		}
+	}
+	for _, n := range matching {
+		if !p.Static(n) {
+			order = append(order, n)
+		}
+	}
+	byNode := map[string]nvv1alpha1.CIDRPoolAllocation{}
+	var exhausted []string
+	for _, node := range order {
+		resp, err := r.ipam.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: p.NodePrefix(r.owner, node)})
+		switch {
+		case status.Code(err) == codes.ResourceExhausted:
+			exhausted = append(exhausted, node)
+			continue
+		case err != nil:
+			o := classify(err, "")
+			if !o.synced {
+				return o, nil, nil, fmt.Errorf("ipam-server: %w", err)
+			}
+			return o, nil, nil, nil
+		}
+		pfx, err := netip.ParsePrefix(resp.GetResult().GetPrefix())
+		if err != nil {
+			return outcome{}, nil, nil, fmt.Errorf("ipam-server answered %q: %w", resp.GetResult().GetPrefix(), err)
+		}
+		byNode[node] = nvv1alpha1.CIDRPoolAllocation{NodeName: node, Prefix: pfx.Masked().String(), Gateway: p.NodeGateway(node, pfx)}
+	}
+	allocs := make([]nvv1alpha1.CIDRPoolAllocation, 0, len(byNode))
+	for _, n := range matching {
+		if a, ok := byNode[n]; ok {
+			allocs = append(allocs, a)
+		}
+	}
+	return outcome{synced: true, ready: true, message: fmt.Sprintf("%d node(s) hold a prefix", len(allocs)), retry: retryResync}, allocs, exhausted, nil
+}
