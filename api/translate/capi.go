@@ -27,6 +27,10 @@ import (
 // carries, set to the pool's kind; claims select it.
 const LabelPoolKind = "ipam.nephio.org/pool-kind"
 
+// MaxPoolEntries bounds addresses and excludedAddresses (the CRD's
+// bound too).
+const MaxPoolEntries = 1024
+
 // MaxPoolRanges bounds the ranges one pool becomes: the addresses split
 // at every boundary of a /prefix network, and a hostile pool (a /8 range
 // with prefix 32) must not make millions.
@@ -118,6 +122,13 @@ func ParsePool(kind, namespace, name string, spec *ipamv1alpha1.InClusterIPPoolS
 	p := &PoolSpec{Kind: kind, Namespace: namespace, Name: name, spec: spec}
 	if len(spec.Addresses) == 0 {
 		return nil, p.fieldErr("spec.addresses", "at least one address, range or CIDR is required")
+	}
+	// The CRD's bounds, for packages no API server validated.
+	if len(spec.Addresses) > MaxPoolEntries {
+		return nil, p.fieldErr("spec.addresses", "%d entries; at most %d", len(spec.Addresses), MaxPoolEntries)
+	}
+	if len(spec.ExcludedAddresses) > MaxPoolEntries {
+		return nil, p.fieldErr("spec.excludedAddresses", "%d entries; at most %d", len(spec.ExcludedAddresses), MaxPoolEntries)
 	}
 	for i, s := range spec.Addresses {
 		sp, err := parseEntry(s)

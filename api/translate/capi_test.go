@@ -3,6 +3,7 @@ package translate
 import (
 	"math"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,6 +29,7 @@ func TestParsePoolErrors(t *testing.T) {
 		"gateway family":  {ipamv1alpha1.InClusterIPPoolSpec{Addresses: []string{"10.0.0.1"}, Prefix: 24, Gateway: "fd00::1"}, "spec.gateway: fd00::1 is not of the addresses' family"},
 		"gateway outside": {ipamv1alpha1.InClusterIPPoolSpec{Addresses: []string{"10.0.0.1", "10.0.1.1"}, Prefix: 24, Gateway: "10.0.0.254"}, "spec.gateway: 10.0.0.254 is not in the network 10.0.1.0/24 of spec.addresses[1] (10.0.1.1)"},
 		"excluded":        {ipamv1alpha1.InClusterIPPoolSpec{Addresses: []string{"10.0.0.1"}, Prefix: 24, ExcludedAddresses: []string{"fd00::/64"}}, "spec.excludedAddresses[0]: fd00::/64 is not of the addresses' family"},
+		"too many":        {ipamv1alpha1.InClusterIPPoolSpec{Addresses: slices.Repeat([]string{"10.0.0.1"}, MaxPoolEntries+1), Prefix: 24}, "spec.addresses: 1025 entries; at most 1024"},
 		"long value":      {ipamv1alpha1.InClusterIPPoolSpec{Addresses: []string{strings.Repeat("9", 500)}, Prefix: 24}, `"9999999999999999999999999999999999999999999999999999999999999999"...`},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -27,6 +27,14 @@ import (
 // set to the index of its pools[] entry: claims take entries in order.
 const LabelPoolEntry = "ipam.nephio.org/pool-entry"
 
+// Bounds of a Metal3 IPPool (its CRD's too).
+const (
+	// MaxMetal3Entries bounds pools[].
+	MaxMetal3Entries = 256
+	// MaxPreAllocations bounds preAllocations.
+	MaxPreAllocations = 4096
+)
+
 // Metal3Owner is the owner the Metal3 front keys its claims' allocations
 // by, derived from the front's owner.
 func Metal3Owner(owner string) string { return owner + ".metal3" }
@@ -88,6 +96,13 @@ func (p *Metal3Pool) fieldErr(field, format string, args ...any) error {
 // refuses, naming the field, and entries that overlap.
 func ParseMetal3Pool(namespace, name string, spec *metal3v1alpha1.IPPoolSpec) (*Metal3Pool, error) {
 	p := &Metal3Pool{Namespace: namespace, Name: name, spec: spec, pre: map[string]netip.Addr{}}
+	// The CRD's bounds, for packages no API server validated.
+	if len(spec.Pools) > MaxMetal3Entries {
+		return nil, p.fieldErr("spec.pools", "%d entries; at most %d", len(spec.Pools), MaxMetal3Entries)
+	}
+	if len(spec.PreAllocations) > MaxPreAllocations {
+		return nil, p.fieldErr("spec.preAllocations", "%d entries; at most %d", len(spec.PreAllocations), MaxPreAllocations)
+	}
 	poolGW, err := p.addr("spec.gateway", spec.Gateway)
 	if err != nil {
 		return nil, err

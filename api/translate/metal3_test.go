@@ -71,6 +71,7 @@ preAllocations: {claim2: 192.168.0.12, lost: 10.0.0.1}
 		"mixed":              {"pools: [{start: 10.0.0.1, end: 10.0.0.9}, {subnet: 'fd00::/120'}]", "spec.pools[1]: IPv4 and IPv6 cannot be mixed"},
 		"bad gateway":        {"gateway: x\npools: [{subnet: 10.0.0.0/28}]", `spec.gateway: "x" is not an IP address`},
 		"bad pre-allocation": {"pools: [{subnet: 10.0.0.0/28}]\npreAllocations: {c: nope}", `spec.preAllocations[c]: "nope" is not an IP address`},
+		"too many entries":   {"pools: [" + strings.Repeat("{subnet: 10.0.0.0/28},", MaxMetal3Entries+1) + "]", "spec.pools: 257 entries; at most 256"},
 		"long prefix":        {"pools: [{subnet: 10.0.0.0/28, prefix: 40}]", "spec.pools[0].prefix: 40 is longer than a 32-bit address"},
 	} {
 		t.Run(name, func(t *testing.T) {

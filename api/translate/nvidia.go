@@ -53,6 +53,9 @@ func ParseNVIDIAPool(namespace, name string, spec *nvv1alpha1.IPPoolSpec) (*NVID
 		return nil, p.fieldErr("spec.subnet", "%s is not a subnet in CIDR notation", quote(spec.Subnet))
 	}
 	p.subnet = subnet.Masked()
+	if len(spec.Exclusions) > 256 {
+		return nil, p.fieldErr("spec.exclusions", "%d entries; at most 256", len(spec.Exclusions))
+	}
 	if p.block < 2 {
 		return nil, p.fieldErr("spec.perNodeBlockSize", "%d: a block holds at least 2 addresses", p.block)
 	}
@@ -182,6 +185,9 @@ func ParseNVIDIACIDRPool(namespace, name string, spec *nvv1alpha1.CIDRPoolSpec) 
 		return nil, p.fieldErr("spec.cidr", "%s is not in CIDR notation", quote(spec.CIDR))
 	}
 	p.cidr = cidr.Masked()
+	if len(spec.StaticAllocations) > 4096 {
+		return nil, p.fieldErr("spec.staticAllocations", "%d entries; at most 4096", len(spec.StaticAllocations))
+	}
 	if p.bits < p.cidr.Bits() || p.bits > p.cidr.Addr().BitLen() {
 		return nil, p.fieldErr("spec.perNodeNetworkPrefix", "%d is not a length between %d and %d", p.bits, p.cidr.Bits(), p.cidr.Addr().BitLen())
 	}
