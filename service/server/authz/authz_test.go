@@ -157,10 +157,12 @@ func TestBlueprintPolicy(t *testing.T) {
 		p.Write(inj, "repo/pkg", []string{"vpc-1"}) != nil || p.Write(inj, "k8s", []string{"vpc-1"}) == nil {
 		t.Error("the blueprint's policy does not keep the controllers' and the injector's owners apart")
 	}
-	// The Cluster API front: claims under k8s.capi, each pool under its ID.
-	pool := "k8s.capi.inclusterippool.default.nodes"
-	if p.Write(ctl, "k8s.capi", []string{pool}) != nil || p.Write(ctl, pool, []string{pool}) != nil ||
-		p.Write(inj, "k8s.capi", []string{pool}) == nil || p.Write(inj, pool, []string{pool}) == nil {
-		t.Error("the blueprint's policy does not give the Cluster API front's owners to the controllers alone")
+	// The fronts: claims and blocks under k8s.<front>, each pool under its ID.
+	for _, pool := range []string{"k8s.capi.inclusterippool.default.nodes", "k8s.metal3.ippool.default.pool1", "k8s.nvidia.ippool.kube-system.pool1"} {
+		front := strings.Join(strings.Split(pool, ".")[:2], ".")
+		if p.Write(ctl, front, []string{pool}) != nil || p.Write(ctl, pool, []string{pool}) != nil ||
+			p.Write(inj, front, []string{pool}) == nil || p.Write(inj, pool, []string{pool}) == nil {
+			t.Errorf("the blueprint's policy does not give %s's owners to the controllers alone", front)
+		}
 	}
 }
