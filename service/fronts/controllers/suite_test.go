@@ -150,6 +150,12 @@ type ipamServer struct {
 // waits until its health service reports SERVING. With certs, it serves
 // TLS and requires client certificates (mTLS).
 func startServer(addr, dataDir string, logTo io.Writer, certs ...servertest.Certs) (*ipamServer, error) {
+	return startServerWith(addr, dataDir, logTo, nil, certs...)
+}
+
+// startServerWith is startServer with mod applied to the server's
+// configuration (an authorization policy).
+func startServerWith(addr, dataDir string, logTo io.Writer, mod func(*server.Config), certs ...servertest.Certs) (*ipamServer, error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -165,6 +171,9 @@ func startServer(addr, dataDir string, logTo io.Writer, certs ...servertest.Cert
 		c := certs[0]
 		cfg.TLSCert, cfg.TLSKey, cfg.ClientCA = c.ServerCert, c.ServerKey, c.CA
 		cc.CA, cc.Cert, cc.Key = c.CA, c.ClientCert, c.ClientKey
+	}
+	if mod != nil {
+		mod(&cfg)
 	}
 	dial, err := ipamclient.DialOptions(cc)
 	if err != nil {
