@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -691,12 +692,27 @@ func (t *tx) placePrefix(spec *allocSpec, r *Allocation) (allocRec, error) {
 	}
 	var buf [8]labelPair
 	tm := terms(buf[:0], r.Selector, labelPair{LabelNetworkInstance, v.name}, labelPair{LabelAddressFamily, string(r.AddressFamily)})
-	cands := v.index.match(tm, func(e *entry) bool {
+	keep := func(e *entry) bool {
 		// The outermost matching prefixes are the parents: a pool nested in
 		// a matching aggregate is used only by a selector naming its own
 		// labels, so carving never lands inside another allocation by chance.
 		return e.node != nil && e.node.space != nil && allowedParent(r.Kind, e.node.kind) && !e.node.ancestorMatches(tm)
-	})
+	}
+	var cands []*entry
+	if _, named := r.Selector[LabelPrefixKind]; named {
+		cands = v.index.match(tm, keep)
+	} else {
+		// Only aggregates and pools can be parents: ask the index for each
+		// kind, so that the search starts from those few entries and not
+		// from every prefix the selector matches (thousands of networks
+		// carved from the same aggregate).
+		for _, k := range []Kind{KindAggregate, KindPool} {
+			if allowedParent(r.Kind, k) {
+				cands = append(cands, v.index.match(append(tm, labelPair{LabelPrefixKind, string(k)}), keep)...)
+			}
+		}
+		slices.SortFunc(cands, func(a, b *entry) int { return compareOrder(a.order, b.order) })
+	}
 	if len(cands) == 0 {
 		return allocRec{}, errf(ErrNotFound, ObjAllocation, r.Key, "spec.selector", "selector %s matches no aggregate or pool in network instance %s", formatSelector(r.Selector), v.name)
 	}
