@@ -94,32 +94,47 @@ func (r *NVIDIAPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	id := translate.NVIDIAPoolID(r.owner, pool.Namespace, pool.Name)
-	if !pool.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, &pool, &pool.Status.Conditions, "DeletePool", func() error { return r.releaseAll(ctx, id) })
+	what := fmt.Sprintf("block of %d addresses", pool.Spec.PerNodeBlockSize)
+	return r.reconcilePool(ctx, &pool, &pool.Status.Conditions, id, what, "AllocateBlocks", func() (outcome, []string, error) {
+		o, allocs, exhausted, err := r.serve(ctx, &pool, id)
+		if o.synced {
+			pool.Status.Allocations = allocs
+		}
+		return o, exhausted, err
+	})
+}
+
+// reconcilePool is what both NVIDIA pool kinds do around serve, which
+// writes the pool's allocations: the deletion (everything the pool's
+// nodes hold is released), the finalizer, the conditions (Ready False
+// PoolExhausted naming the nodes left without a what, with a Warning
+// event) and the status write.
+func (r *nvidiaBase) reconcilePool(ctx context.Context, pool client.Object, conds *[]metav1.Condition, id, what, action string,
+	serve func() (outcome, []string, error)) (ctrl.Result, error) {
+	if !pool.GetDeletionTimestamp().IsZero() {
+		return r.finalize(ctx, pool, conds, "DeletePool", func() error { return r.releaseAll(ctx, id) })
 	}
-	if err := r.ensureFinalizer(ctx, &pool); err != nil {
+	if err := r.ensureFinalizer(ctx, pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	orig := pool.DeepCopy()
-	o, allocs, exhausted, err := r.serve(ctx, &pool, id)
+	orig := pool.DeepCopyObject().(client.Object)
+	origConds := slices.Clone(*conds)
+	o, exhausted, err := serve()
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	setConditions(&pool.Status.Conditions, o, pool.Generation)
-	if o.synced {
-		pool.Status.Allocations = allocs
-	}
+	setConditions(conds, o, pool.GetGeneration())
 	if len(exhausted) > 0 {
-		meta.SetStatusCondition(&pool.Status.Conditions, metav1.Condition{Type: ipamv1alpha1.ConditionTypeReady, Status: metav1.ConditionFalse,
-			Reason: nvv1alpha1.ReasonPoolExhausted, ObservedGeneration: pool.Generation,
-			Message: fmt.Sprintf("no block of %d addresses left for %d node(s): %s", pool.Spec.PerNodeBlockSize, len(exhausted), firstNames(exhausted))})
+		meta.SetStatusCondition(conds, metav1.Condition{Type: ipamv1alpha1.ConditionTypeReady, Status: metav1.ConditionFalse,
+			Reason: nvv1alpha1.ReasonPoolExhausted, ObservedGeneration: pool.GetGeneration(),
+			Message: fmt.Sprintf("no %s left for %d node(s): %s", what, len(exhausted), firstNames(exhausted))})
 		o.retry = retryBackoff
 	}
-	changed := !equality.Semantic.DeepEqual(orig.Status, pool.Status)
-	if changed && len(exhausted) > 0 && !meta.IsStatusConditionPresentAndEqual(orig.Status.Conditions, ipamv1alpha1.ConditionTypeReady, metav1.ConditionFalse) {
-		r.event(&pool, corev1.EventTypeWarning, nvv1alpha1.ReasonPoolExhausted, "AllocateBlocks", meta.FindStatusCondition(pool.Status.Conditions, ipamv1alpha1.ConditionTypeReady).Message)
+	changed := !equality.Semantic.DeepEqual(orig, pool)
+	if changed && len(exhausted) > 0 && !meta.IsStatusConditionPresentAndEqual(origConds, ipamv1alpha1.ConditionTypeReady, metav1.ConditionFalse) {
+		r.event(pool, corev1.EventTypeWarning, nvv1alpha1.ReasonPoolExhausted, action, meta.FindStatusCondition(*conds, ipamv1alpha1.ConditionTypeReady).Message)
 	}
-	return r.finish(ctx, &pool, orig, pool.Status.Conditions, orig.Status.Conditions, o, changed, "AllocateBlocks", nil)
+	return r.finish(ctx, pool, orig, *conds, origConds, o, changed, action, nil)
 }
 
 // firstNames lists up to five names, and how many more.

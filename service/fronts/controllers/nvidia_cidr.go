@@ -7,14 +7,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	nvv1alpha1 "github.com/nephio-project/ipam/api/nvidia/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
@@ -38,32 +33,14 @@ func (r *NVIDIACIDRPoolReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	id := translate.NVIDIACIDRPoolID(r.owner, pool.Namespace, pool.Name)
-	if !pool.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, &pool, &pool.Status.Conditions, "DeletePool", func() error { return r.releaseAll(ctx, id) })
-	}
-	if err := r.ensureFinalizer(ctx, &pool); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	orig := pool.DeepCopy()
-	o, allocs, exhausted, err := r.serve(ctx, &pool, id)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	setConditions(&pool.Status.Conditions, o, pool.Generation)
-	if o.synced {
-		pool.Status.Allocations = allocs
-	}
-	if len(exhausted) > 0 {
-		meta.SetStatusCondition(&pool.Status.Conditions, metav1.Condition{Type: ipamv1alpha1.ConditionTypeReady, Status: metav1.ConditionFalse,
-			Reason: nvv1alpha1.ReasonPoolExhausted, ObservedGeneration: pool.Generation,
-			Message: fmt.Sprintf("no /%d prefix left for %d node(s): %s", pool.Spec.PerNodeNetworkPrefix, len(exhausted), firstNames(exhausted))})
-		o.retry = retryBackoff
-	}
-	changed := !equality.Semantic.DeepEqual(orig.Status, pool.Status)
-	if changed && len(exhausted) > 0 && !meta.IsStatusConditionPresentAndEqual(orig.Status.Conditions, ipamv1alpha1.ConditionTypeReady, metav1.ConditionFalse) {
-		r.event(&pool, corev1.EventTypeWarning, nvv1alpha1.ReasonPoolExhausted, "AllocatePrefixes", meta.FindStatusCondition(pool.Status.Conditions, ipamv1alpha1.ConditionTypeReady).Message)
-	}
-	return r.finish(ctx, &pool, orig, pool.Status.Conditions, orig.Status.Conditions, o, changed, "AllocatePrefixes", nil)
+	what := fmt.Sprintf("/%d prefix", pool.Spec.PerNodeNetworkPrefix)
+	return r.reconcilePool(ctx, &pool, &pool.Status.Conditions, id, what, "AllocatePrefixes", func() (outcome, []string, error) {
+		o, allocs, exhausted, err := r.serve(ctx, &pool, id)
+		if o.synced {
+			pool.Status.Allocations = allocs
+		}
+		return o, exhausted, err
+	})
 }
 
 // serve syncs the pool, releases the prefixes of nodes that no longer
