@@ -74,11 +74,5 @@ func holdExactly(ctx context.Context, c ipamv1.IPAMClient, key *ipamv1.Key, ip n
 }
 
 // isVerdict reports whether err is ipam-server's answer about the request
-// rather than a failure to get one.
-func isVerdict(err error) bool {
-	switch status.Code(err) {
-	case codes.InvalidArgument, codes.OutOfRange, codes.NotFound, codes.AlreadyExists, codes.ResourceExhausted, codes.FailedPrecondition:
-		return true
-	}
-	return false
-}
+// rather than a failure to get one (classify's synced).
+func isVerdict(err error) bool { return err != nil && classify(err, "").synced }

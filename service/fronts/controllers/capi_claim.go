@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -129,7 +130,7 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		claim.Status.AddressRef = capiv1beta2.IPAddressReference{Name: claim.Name}
 	}
 	meta.SetStatusCondition(&claim.Status.Conditions, cond)
-	if !equalClaimStatus(orig, &claim) {
+	if !equality.Semantic.DeepEqual(orig.Status, claim.Status) {
 		if err := r.client.Status().Patch(ctx, &claim, client.MergeFrom(orig)); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
@@ -145,20 +146,6 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{RequeueAfter: r.resync}, nil
 	}
 	return ctrl.Result{RequeueAfter: backoff(claim.Status.Conditions, capiv1beta2.ConditionReady, r.now(), r.resync)}, nil
-}
-
-// equalClaimStatus reports whether the claim's status is unchanged.
-func equalClaimStatus(a, b *capiv1beta2.IPAddressClaim) bool {
-	if a.Status.AddressRef != b.Status.AddressRef || len(a.Status.Conditions) != len(b.Status.Conditions) {
-		return false
-	}
-	for i := range a.Status.Conditions {
-		x, y := a.Status.Conditions[i], b.Status.Conditions[i]
-		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
-			return false
-		}
-	}
-	return true
 }
 
 // claimOutcome is how a claim's reconcile ended: reason is the Ready
@@ -179,7 +166,8 @@ func failed(err error) claimOutcome {
 		return claimOutcome{reason: capiv1beta2.ReasonPoolExhausted, message: st.Message(), err: err}
 	case codes.NotFound:
 		return claimOutcome{reason: capiv1beta2.ReasonPoolNotReady, message: st.Message(), err: err}
-	case codes.InvalidArgument, codes.OutOfRange, codes.AlreadyExists, codes.FailedPrecondition:
+	}
+	if isVerdict(err) {
 		return claimOutcome{reason: capiv1beta2.ReasonAllocationFailed, message: st.Message(), err: err}
 	}
 	return claimOutcome{err: fmt.Errorf("ipam-server: %w", err)}
@@ -188,23 +176,30 @@ func failed(err error) claimOutcome {
 // cluster is the claim's Cluster, or nil when it names none or the
 // Cluster is not there.
 func (r *ClaimReconciler) cluster(ctx context.Context, claim *capiv1beta2.IPAddressClaim) (*capicorev1beta2.Cluster, error) {
-	name := clusterOf(claim)
-	if name == "" || !r.clusters {
+	return getCluster(ctx, r.client, r.clusters, claim.Namespace, clusterOf(claim))
+}
+
+// getCluster is the Cluster namespace/name, or nil when name is empty,
+// the Cluster CRD is not served (clusters false) or the Cluster is not
+// there.
+func getCluster(ctx context.Context, c client.Client, clusters bool, namespace, name string) (*capicorev1beta2.Cluster, error) {
+	if name == "" || !clusters {
 		return nil, nil
 	}
-	var c capicorev1beta2.Cluster
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: name}, &c); err != nil {
+	var cl capicorev1beta2.Cluster
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &cl); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
 		return nil, err
 	}
-	return &c, nil
+	return &cl, nil
 }
 
-// isPaused reports whether the claim or its cluster is paused.
-func isPaused(claim *capiv1beta2.IPAddressClaim, cluster *capicorev1beta2.Cluster) bool {
-	if _, ok := claim.Annotations[capicorev1beta2.PausedAnnotation]; ok {
+// isPaused reports whether obj (a claim, a pool) or its cluster is paused:
+// the paused annotation on either, or the Cluster's spec.paused.
+func isPaused(obj client.Object, cluster *capicorev1beta2.Cluster) bool {
+	if _, ok := obj.GetAnnotations()[capicorev1beta2.PausedAnnotation]; ok {
 		return true
 	}
 	if cluster == nil {

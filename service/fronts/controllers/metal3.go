@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	capicorev1beta2 "github.com/nephio-project/ipam/api/capi/core/v1beta2"
 	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
@@ -71,21 +70,13 @@ func indexMetal3ByCluster(obj client.Object) []string {
 	return nil
 }
 
-// metal3Paused reports whether pool's cluster is paused (or the pool
-// carries the paused annotation).
+// metal3Paused reports whether pool or its cluster is paused.
 func metal3Paused(ctx context.Context, c client.Client, clusters bool, pool *metal3v1alpha1.IPPool) (bool, error) {
-	if _, ok := pool.Annotations[capicorev1beta2.PausedAnnotation]; ok {
+	if isPaused(pool, nil) {
 		return true, nil
 	}
-	if !clusters || pool.Spec.ClusterName == nil {
-		return false, nil
-	}
-	var cl capicorev1beta2.Cluster
-	if err := c.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: *pool.Spec.ClusterName}, &cl); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	_, annotated := cl.Annotations[capicorev1beta2.PausedAnnotation]
-	return annotated || ptr.Deref(cl.Spec.Paused, false), nil
+	cl, err := getCluster(ctx, c, clusters, pool.Namespace, ptr.Deref(pool.Spec.ClusterName, ""))
+	return err == nil && isPaused(pool, cl), err
 }
 
 // Metal3PoolReconciler makes ipam-server hold each Metal3 IPPool as its
