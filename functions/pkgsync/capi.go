@@ -297,35 +297,16 @@ func writeClaim(o *object, res *ipamv1.Result) (claimOutput, bool, error) {
 	if o.claim.addr != nil {
 		out.addr = o.claim.addr.Copy()
 	} else {
-		out.addr, out.added, s.changed = newIPAddress(o), true, true
+		out.addr, out.added, s.changed = newIPAddress(o, capiv1beta2.GroupVersion.String(), capiv1beta2.KindIPAddress, o.ns, o.name), true, true
 	}
 	a := out.addr
-	for _, f := range []struct {
-		v      string
-		fields []string
-	}{
+	if err := s.addressSpec(&a.SubObject, []fieldValue{
 		{o.name, []string{"spec", "claimRef", "name"}},
 		{spec.PoolRef.APIGroup, []string{"spec", "poolRef", "apiGroup"}},
 		{spec.PoolRef.Kind, []string{"spec", "poolRef", "kind"}},
 		{spec.PoolRef.Name, []string{"spec", "poolRef", "name"}},
 		{spec.Address, []string{"spec", "address"}},
-	} {
-		if err := s.set(&a.SubObject, f.v, f.fields...); err != nil {
-			return claimOutput{}, false, err
-		}
-	}
-	if cur, found, _ := a.NestedInt64("spec", "prefix"); !found || cur != int64(*spec.Prefix) {
-		s.changed = true
-		if err := a.SetNestedInt(int(*spec.Prefix), "spec", "prefix"); err != nil {
-			return claimOutput{}, false, err
-		}
-	}
-	if spec.Gateway != "" {
-		err = s.set(&a.SubObject, spec.Gateway, "spec", "gateway")
-	} else {
-		err = s.remove(&a.SubObject, "spec", "gateway")
-	}
-	if err != nil {
+	}, int(*spec.Prefix), spec.Gateway); err != nil {
 		return claimOutput{}, false, err
 	}
 	if cluster := clusterName(c); cluster != "" && a.GetLabels()[capicorev1beta2.ClusterNameLabel] != cluster {
@@ -345,15 +326,16 @@ func clusterName(c *capiv1beta2.IPAddressClaim) string {
 	return c.Labels[capicorev1beta2.ClusterNameLabel]
 }
 
-// newIPAddress is an empty IPAddress for claim o, in a file of its own
-// next to the claim's.
-func newIPAddress(o *object) *fn.KubeObject {
+// newIPAddress is an empty object of apiVersion and kind (a Cluster API
+// or Metal3 IPAddress), namespace/name, for claim o, in a file of its own
+// next to the claim's: ipaddress-<claim>.yaml.
+func newIPAddress(o *object, apiVersion, kind, namespace, name string) *fn.KubeObject {
 	a := fn.NewEmptyKubeObject()
-	_ = a.SetAPIVersion(capiv1beta2.GroupVersion.String())
-	_ = a.SetKind(capiv1beta2.KindIPAddress)
-	_ = a.SetName(o.name)
-	if o.ns != "" {
-		_ = a.SetNamespace(o.ns)
+	_ = a.SetAPIVersion(apiVersion)
+	_ = a.SetKind(kind)
+	_ = a.SetName(name)
+	if namespace != "" {
+		_ = a.SetNamespace(namespace)
 	}
 	file := "ipaddress-" + o.name + ".yaml"
 	if p := pathOf(o.item); p != "" {

@@ -3,7 +3,6 @@ package pkgsync
 import (
 	"fmt"
 	"net/netip"
-	"path"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 
@@ -150,45 +149,20 @@ func writeMetal3Claim(o *object, res *ipamv1.Result) (claimOutput, bool, error) 
 	if old := o.claim.addr; old != nil && old.GetName() == name {
 		out.addr = old.Copy()
 	} else {
-		out.addr, out.added, s.changed = fn.NewEmptyKubeObject(), true, true
-		_ = out.addr.SetAPIVersion(metal3v1alpha1.GroupVersion.String())
-		_ = out.addr.SetKind(metal3v1alpha1.KindIPAddress)
-		_ = out.addr.SetName(name)
-		_ = out.addr.SetNamespace(p.Namespace)
-		file := "ipaddress-" + o.name + ".yaml"
-		if dir := pathOf(o.item); dir != "" {
-			file = path.Join(path.Dir(dir), file)
-		}
-		_ = out.addr.SetAnnotation(annotationPath, file)
-		_ = out.addr.SetAnnotation(annotationIndex, "0")
+		out.addr, out.added, s.changed = newIPAddress(o, metal3v1alpha1.GroupVersion.String(), metal3v1alpha1.KindIPAddress, p.Namespace, name), true, true
 	}
 	a := &out.addr.SubObject
-	for _, f := range []struct {
-		v      string
-		fields []string
-	}{
+	gateway := ""
+	if spec.Gateway != nil {
+		gateway = string(*spec.Gateway)
+	}
+	if err := s.addressSpec(a, []fieldValue{
 		{spec.Claim.Name, []string{"spec", "claim", "name"}},
 		{spec.Claim.Namespace, []string{"spec", "claim", "namespace"}},
 		{spec.Pool.Name, []string{"spec", "pool", "name"}},
 		{spec.Pool.Namespace, []string{"spec", "pool", "namespace"}},
 		{string(spec.Address), []string{"spec", "address"}},
-	} {
-		if err := s.set(a, f.v, f.fields...); err != nil {
-			return claimOutput{}, false, err
-		}
-	}
-	if cur, found, _ := a.NestedInt64("spec", "prefix"); !found || cur != int64(spec.Prefix) {
-		s.changed = true
-		if err := a.SetNestedInt(spec.Prefix, "spec", "prefix"); err != nil {
-			return claimOutput{}, false, err
-		}
-	}
-	if spec.Gateway != nil {
-		err = s.set(a, string(*spec.Gateway), "spec", "gateway")
-	} else {
-		err = s.remove(a, "spec", "gateway")
-	}
-	if err != nil {
+	}, spec.Prefix, gateway); err != nil {
 		return claimOutput{}, false, err
 	}
 	var dns []string

@@ -167,6 +167,32 @@ func (s *setter) set(sub *fn.SubObject, v string, fields ...string) error {
 	return sub.SetNestedString(v, fields...)
 }
 
+// fieldValue is a string value and the path of its field.
+type fieldValue struct {
+	v      string
+	fields []string
+}
+
+// addressSpec sets the string fields of an IPAddress (Cluster API or
+// Metal3), its spec.prefix, and its spec.gateway (removed when empty).
+func (s *setter) addressSpec(a *fn.SubObject, values []fieldValue, prefix int, gateway string) error {
+	for _, f := range values {
+		if err := s.set(a, f.v, f.fields...); err != nil {
+			return err
+		}
+	}
+	if cur, found, _ := a.NestedInt64("spec", "prefix"); !found || cur != int64(prefix) {
+		s.changed = true
+		if err := a.SetNestedInt(prefix, "spec", "prefix"); err != nil {
+			return err
+		}
+	}
+	if gateway != "" {
+		return s.set(a, gateway, "spec", "gateway")
+	}
+	return s.remove(a, "spec", "gateway")
+}
+
 // remove deletes a field of sub if it is there.
 func (s *setter) remove(sub *fn.SubObject, fields ...string) error {
 	removed, err := sub.RemoveNestedField(fields...)
