@@ -55,6 +55,25 @@ func PoolID(owner, kind, namespace, name string) string {
 // maxIDLength is the longest name ipam-server takes (a DNS subdomain).
 const maxIDLength = 253
 
+// poolInstance is the network instance a front's pool becomes: named id,
+// keyed under objOwner, with the whole address space of a's family as its
+// aggregate (none when a is not valid: a pool without addresses).
+// fieldErr names the pool's metadata.name when id is too long.
+func poolInstance(id, objOwner string, a netip.Addr, fieldErr func(field, format string, args ...any) error) (*ipamv1.NetworkInstance, error) {
+	if len(id) > maxIDLength {
+		return nil, fieldErr("metadata.name", "too long: the pool's network instance %s... would exceed %d characters", id[:64], maxIDLength)
+	}
+	ni := &ipamv1.NetworkInstance{Key: &ipamv1.Key{Owner: objOwner, Name: id}}
+	if a.IsValid() {
+		zero := netip.IPv4Unspecified()
+		if !a.Is4() {
+			zero = netip.IPv6Unspecified()
+		}
+		ni.Prefixes = []*ipamv1.VRFPrefix{{Prefix: netip.PrefixFrom(zero, 0).String()}}
+	}
+	return ni, nil
+}
+
 // span is an inclusive range of addresses.
 type span struct{ from, to netip.Addr }
 
@@ -240,21 +259,15 @@ func (p *PoolSpec) Sync(owner string) (*ipamv1.SyncRequest, error) {
 // namespace. ipam-fn adds them to its package's Sync.
 func (p *PoolSpec) AddTo(req *ipamv1.SyncRequest, owner, objOwner string) error {
 	id := PoolID(owner, p.Kind, p.Namespace, p.Name)
-	if len(id) > maxIDLength {
-		return p.fieldErr("metadata.name", "too long: the pool's network instance %s... would exceed %d characters", id[:64], maxIDLength)
+	ni, err := poolInstance(id, objOwner, p.addrs[0].from, p.fieldErr)
+	if err != nil {
+		return err
 	}
 	pieces, err := p.pieces()
 	if err != nil {
 		return err
 	}
-	aggregate := "0.0.0.0/0"
-	if !p.addrs[0].from.Is4() {
-		aggregate = "::/0"
-	}
-	req.NetworkInstances = append(req.NetworkInstances, &ipamv1.NetworkInstance{
-		Key:      &ipamv1.Key{Owner: objOwner, Name: id},
-		Prefixes: []*ipamv1.VRFPrefix{{Prefix: aggregate}},
-	})
+	req.NetworkInstances = append(req.NetworkInstances, ni)
 	base := p.ObjectPrefix()
 	nets := map[netip.Prefix]bool{}
 	for j, pc := range pieces {

@@ -224,19 +224,18 @@ func (p *Metal3Pool) Contains(a netip.Addr) bool { return p.entryOf(a.Unmap()) !
 // claimName gives a claim's allocation (nil: the claim's name).
 func (p *Metal3Pool) AddTo(req *ipamv1.SyncRequest, owner, objOwner string, claimName func(string) string) error {
 	id := Metal3PoolID(owner, p.Namespace, p.Name)
-	if len(id) > maxIDLength {
-		return p.fieldErr("metadata.name", "too long: the pool's network instance %s... would exceed %d characters", id[:64], maxIDLength)
+	var first netip.Addr
+	if len(p.entries) > 0 {
+		first = p.entries[0].from
 	}
-	ni := &ipamv1.NetworkInstance{Key: &ipamv1.Key{Owner: objOwner, Name: id}}
+	ni, err := poolInstance(id, objOwner, first, p.fieldErr)
+	if err != nil {
+		return err
+	}
 	req.NetworkInstances = append(req.NetworkInstances, ni)
 	if len(p.entries) == 0 {
 		return nil
 	}
-	zero := netip.IPv4Unspecified()
-	if !p.entries[0].from.Is4() {
-		zero = netip.IPv6Unspecified()
-	}
-	ni.Prefixes = []*ipamv1.VRFPrefix{{Prefix: netip.PrefixFrom(zero, 0).String()}}
 	// A network per entry, the smallest prefix around it, dropping those
 	// inside another: prefixes nest or are apart, so the rest are apart.
 	var nets []netip.Prefix

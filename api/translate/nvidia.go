@@ -88,12 +88,9 @@ func ParseNVIDIAPool(namespace, name string, spec *nvv1alpha1.IPPoolSpec) (*NVID
 // blocks are allocations of another owner and stay.
 func (p *NVIDIAPool) Sync(owner string) (*ipamv1.SyncRequest, error) {
 	id := NVIDIAPoolID(owner, p.Namespace, p.Name)
-	if len(id) > maxIDLength {
-		return nil, p.fieldErr("metadata.name", "too long: the pool's network instance %s... would exceed %d characters", id[:64], maxIDLength)
-	}
-	zero := netip.IPv4Unspecified()
-	if !p.subnet.Addr().Is4() {
-		zero = netip.IPv6Unspecified()
+	ni, err := poolInstance(id, id, p.subnet.Addr(), p.fieldErr)
+	if err != nil {
+		return nil, err
 	}
 	network := &ipamv1.Prefix{
 		Key:             &ipamv1.Key{Owner: id, Namespace: p.Namespace, Name: "ippool." + p.Name + ".network"},
@@ -109,13 +106,7 @@ func (p *NVIDIAPool) Sync(owner string) (*ipamv1.SyncRequest, error) {
 	for _, x := range p.exclusions {
 		network.Exclusions = append(network.Exclusions, &ipamv1.AddrRange{Start: x.from.String(), End: x.to.String()})
 	}
-	return &ipamv1.SyncRequest{
-		Owner: id,
-		Prune: true,
-		NetworkInstances: []*ipamv1.NetworkInstance{{Key: &ipamv1.Key{Owner: id, Name: id},
-			Prefixes: []*ipamv1.VRFPrefix{{Prefix: netip.PrefixFrom(zero, 0).String()}}}},
-		Prefixes: []*ipamv1.Prefix{network},
-	}, nil
+	return &ipamv1.SyncRequest{Owner: id, Prune: true, NetworkInstances: []*ipamv1.NetworkInstance{ni}, Prefixes: []*ipamv1.Prefix{network}}, nil
 }
 
 // NVIDIABlockKey is the key of node's block of the pool namespace/name.
@@ -223,18 +214,14 @@ func ParseNVIDIACIDRPool(namespace, name string, spec *nvv1alpha1.CIDRPoolSpec) 
 // prefix) for the in-cluster front of owner, under the pool's own owner.
 func (p *NVIDIACIDRPool) Sync(owner string) (*ipamv1.SyncRequest, error) {
 	id := NVIDIACIDRPoolID(owner, p.Namespace, p.Name)
-	if len(id) > maxIDLength {
-		return nil, p.fieldErr("metadata.name", "too long: the pool's network instance %s... would exceed %d characters", id[:64], maxIDLength)
-	}
-	zero := netip.IPv4Unspecified()
-	if !p.cidr.Addr().Is4() {
-		zero = netip.IPv6Unspecified()
+	ni, err := poolInstance(id, id, p.cidr.Addr(), p.fieldErr)
+	if err != nil {
+		return nil, err
 	}
 	return &ipamv1.SyncRequest{
-		Owner: id,
-		Prune: true,
-		NetworkInstances: []*ipamv1.NetworkInstance{{Key: &ipamv1.Key{Owner: id, Name: id},
-			Prefixes: []*ipamv1.VRFPrefix{{Prefix: netip.PrefixFrom(zero, 0).String()}}}},
+		Owner:            id,
+		Prune:            true,
+		NetworkInstances: []*ipamv1.NetworkInstance{ni},
 		Prefixes: []*ipamv1.Prefix{{
 			Key:             &ipamv1.Key{Owner: id, Namespace: p.Namespace, Name: "cidrpool." + p.Name},
 			Kind:            string(ipamv1alpha1.PrefixKindPool),
