@@ -104,8 +104,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		return r.finalize(ctx, pool, &st.Conditions, "DeletePool", func() error {
 			if n := len(addrs.Items); n > 0 {
 				a := &addrs.Items[0]
-				return status.Errorf(codes.FailedPrecondition, "%s %s: %d IPAddresses still use the pool, e.g. %s (%s); delete their claims first",
-					kind, translate.ID(pool.GetNamespace(), pool.GetName()), n, translate.ID(a.Namespace, a.Name), a.Spec.Address)
+				return poolInUse(kind+" "+translate.ID(pool.GetNamespace(), pool.GetName()), n, translate.ID(a.Namespace, a.Name), a.Spec.Address)
 			}
 			_, err := r.ipam.Sync(ctx, &ipamv1.SyncRequest{Owner: translate.PoolID(r.owner, kind, pool.GetNamespace(), pool.GetName()), Prune: true})
 			return err
@@ -136,6 +135,12 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	changed := !equality.Semantic.DeepEqual(origSt, st)
 	return r.finish(ctx, pool, orig, st.Conditions, origSt.Conditions, o, changed, "SyncPool", err)
+}
+
+// poolInUse is the refusal to delete the pool what while n IPAddresses
+// use it (example, at address, one of them).
+func poolInUse(what string, n int, example, address string) error {
+	return status.Errorf(codes.FailedPrecondition, "%s: %d IPAddresses still use the pool, e.g. %s (%s); delete their claims first", what, n, example, address)
 }
 
 // poolSummary counts the pool's addresses and the IPAddresses that use it.

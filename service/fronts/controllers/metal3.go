@@ -107,8 +107,7 @@ func (r *Metal3PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return r.finalize(ctx, &pool, &pool.Status.Conditions, "DeletePool", func() error {
 			if n := len(addrs.Items); n > 0 {
 				a := &addrs.Items[0]
-				return status.Errorf(codes.FailedPrecondition, "IPPool %s: %d IPAddresses still use the pool, e.g. %s (%s); delete their claims first",
-					translate.ID(pool.Namespace, pool.Name), n, a.Name, a.Spec.Address)
+				return poolInUse("IPPool "+translate.ID(pool.Namespace, pool.Name), n, a.Name, string(a.Spec.Address))
 			}
 			_, err := r.ipam.Sync(ctx, &ipamv1.SyncRequest{Owner: id, Prune: true})
 			return err

@@ -74,26 +74,14 @@ func setupMetal3(ctx context.Context, mgr ctrl.Manager, base reconciler, hook fu
 		}))
 	if clusters {
 		pools = pools.Watches(&capicorev1beta2.Cluster{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			var list metal3v1alpha1.IPPoolList
-			if err := c8s.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexMetal3Cluster: o.GetName()}); err != nil {
-				return nil
-			}
 			var reqs []reconcile.Request
-			for _, p := range list.Items {
-				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+			for _, k := range clusterPools(ctx, c8s, o) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: nsName(k)})
 			}
 			return reqs
 		}))
 		claims = claims.Watches(&capicorev1beta2.Cluster{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			var list metal3v1alpha1.IPPoolList
-			if err := c8s.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexMetal3Cluster: o.GetName()}); err != nil {
-				return nil
-			}
-			var keys []string
-			for _, p := range list.Items {
-				keys = append(keys, p.Namespace+"/"+p.Name)
-			}
-			return metal3Claims(ctx, c8s, keys, false)
+			return metal3Claims(ctx, c8s, clusterPools(ctx, c8s, o), false)
 		}))
 	}
 	if err := pools.Complete(observed("metal3-ippool", &Metal3PoolReconciler{reconciler: base, clusters: clusters}, hook)); err != nil {
@@ -104,6 +92,21 @@ func setupMetal3(ctx context.Context, mgr ctrl.Manager, base reconciler, hook fu
 	}
 	logger.Info("Metal3 front on", "clusters", clusters)
 	return true, nil
+}
+
+// clusterPools are the IPPools (namespace/name) of cluster, whose pause
+// stops them and their claims.
+func clusterPools(ctx context.Context, c client.Client, cluster client.Object) []string {
+	var list metal3v1alpha1.IPPoolList
+	if err := c.List(ctx, &list, client.InNamespace(cluster.GetNamespace()), client.MatchingFields{indexMetal3Cluster: cluster.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "listing IPPools of cluster", "cluster", cluster.GetName())
+		return nil
+	}
+	keys := make([]string, 0, len(list.Items))
+	for _, p := range list.Items {
+		keys = append(keys, p.Namespace+"/"+p.Name)
+	}
+	return keys
 }
 
 // nsName splits namespace/name.
