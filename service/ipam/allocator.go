@@ -33,7 +33,7 @@ type ownerState struct {
 	prefixes map[nsName]*prefixObj
 	ranges   map[nsName]*rangeObj
 	tables   []*allocTable // its allocations, one table per VRF
-	identity string        // see SyncRequest.Identity
+	info     OwnerInfo     // see SyncRequest.Identity and Source
 }
 
 // empty reports whether os holds no object.

@@ -26,6 +26,8 @@ const (
 	// MaxListEntries bounds other lists of one object: a network
 	// instance's prefixes, exclusions and pre-allocations.
 	MaxListEntries = 1 << 16
+	// MaxSourceLength bounds the source of a Sync (a package's URL).
+	MaxSourceLength = 1024
 	// MaxQuoted is how much of a client's value an error message repeats.
 	MaxQuoted = 64
 )

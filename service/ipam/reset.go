@@ -44,7 +44,7 @@ func (a *Allocator) Reset(recs []Record) error {
 		if src == nil {
 			src = fresh.owner(name) // empty
 		}
-		os.nis, os.prefixes, os.ranges, os.tables, os.identity = src.nis, src.prefixes, src.ranges, src.tables, src.identity
+		os.nis, os.prefixes, os.ranges, os.tables, os.info = src.nis, src.prefixes, src.ranges, src.tables, src.info
 		for _, tb := range os.tables {
 			delete(tb.v.tables, src)
 			tb.os, tb.v.tables[os] = os, tb

@@ -103,8 +103,9 @@ func (a *Allocator) capture(at func()) captured {
 	for _, os := range owners {
 		// An owner without objects accepts any identity (see bind):
 		// forgetting it loses nothing.
-		if os.identity != "" && !os.empty() {
-			c.owners = append(c.owners, Record{Op: OpPutOwner, Key: Key{Owner: os.name}, Owner: &OwnerInfo{Identity: os.identity}})
+		if os.info != (OwnerInfo{}) && !os.empty() {
+			info := os.info
+			c.owners = append(c.owners, Record{Op: OpPutOwner, Key: Key{Owner: os.name}, Owner: &info})
 		}
 		for _, o := range os.prefixes {
 			c.prefixes = append(c.prefixes, o.spec)
@@ -196,10 +197,10 @@ func (t *tx) apply(r Record) error {
 		if r.Owner == nil {
 			break
 		}
-		os.identity = r.Owner.Identity
+		os.info = *r.Owner
 		return nil
 	case OpDeleteOwner:
-		os.identity = ""
+		os.info = OwnerInfo{}
 		return nil
 	}
 	return fmt.Errorf("%w: malformed record", ErrInvalid)

@@ -44,26 +44,33 @@ func (a *Allocator) Sync(ctx context.Context, req SyncRequest) (SyncResult, erro
 	return res, nil
 }
 
-// bind checks the identity of req against the one os is bound to and
-// binds os to it. It returns the identity an adopting request took the
-// owner from.
+// bind checks the identity of req against the one os is bound to, binds
+// os to it and records req's source. It returns the identity an adopting
+// request took the owner from.
 func (t *tx) bind(os *ownerState, req SyncRequest) (adopted string, err error) {
-	if req.Identity == "" || req.Identity == os.identity {
-		return "", nil
-	}
-	if os.identity != "" && !os.empty() {
-		if !req.Adopt {
-			return "", errf(ErrInUse, "Sync", Key{Name: req.Owner}, "identity",
-				"owner %s holds the objects of the package with identity %s, not of this one (%s); "+
-					"a copy needs an owner of its own, or the request must adopt the owner",
-				Quote(req.Owner), Quote(os.identity), Quote(req.Identity))
+	info := os.info
+	if req.Identity != "" && req.Identity != info.Identity {
+		if info.Identity != "" && !os.empty() {
+			if !req.Adopt {
+				return "", errf(ErrInUse, "Sync", Key{Name: req.Owner}, "identity",
+					"owner %s holds the objects of the package with identity %s, not of this one (%s); "+
+						"a copy needs an owner of its own, or the request must adopt the owner",
+					Quote(req.Owner), Quote(info.Identity), Quote(req.Identity))
+			}
+			adopted = info.Identity
 		}
-		adopted = os.identity
+		info.Identity = req.Identity
 	}
-	old := os.identity
-	os.identity = req.Identity
-	t.onUndo(func() { os.identity = old })
-	t.record(Record{Op: OpPutOwner, Key: Key{Owner: os.name}, Owner: &OwnerInfo{Identity: req.Identity}})
+	if req.Source != "" {
+		info.Source = req.Source
+	}
+	if info == os.info {
+		return adopted, nil
+	}
+	old := os.info
+	os.info = info
+	t.onUndo(func() { os.info = old })
+	t.record(Record{Op: OpPutOwner, Key: Key{Owner: os.name}, Owner: &info})
 	return adopted, nil
 }
 
@@ -92,6 +99,9 @@ func checkSyncRequest(req SyncRequest) ([]int, error) {
 		return nil, err
 	}
 	if err := checkText("Sync", Key{Name: req.Owner}, "identity", req.Identity, MaxNameLength); err != nil {
+		return nil, err
+	}
+	if err := checkText("Sync", Key{Name: req.Owner}, "source", req.Source, MaxSourceLength); err != nil {
 		return nil, err
 	}
 	n := len(req.NetworkInstances) + len(req.Prefixes) + len(req.Ranges) + len(req.Allocations)

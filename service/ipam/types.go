@@ -247,6 +247,8 @@ type OwnerInfo struct {
 	// Identity is the id of the package whose objects the owner holds
 	// (see SyncRequest.Identity).
 	Identity string
+	// Source is where that package lives (see SyncRequest.Source).
+	Source string
 }
 
 // Journal receives the records of every committed mutation in commit order.
@@ -286,9 +288,15 @@ type Committer interface {
 // share an owner by mistake (a copied package keeps its Kptfile name)
 // would otherwise prune each other's objects. A Sync without Identity is
 // not checked and leaves the binding as it is.
+//
+// Source, when set, says where the package lives (a URL of its directory
+// in a Git repository, or porch:<namespace>/<repository>/<package>); the
+// owner keeps the last one it was sent, for people (the web view links
+// an owner to it). It is text, never fetched.
 type SyncRequest struct {
 	Owner            string
 	Identity         string
+	Source           string
 	Adopt            bool
 	NetworkInstances []NetworkInstance
 	Prefixes         []Prefix

@@ -43,7 +43,7 @@ import (
 //	             3 PrefixLength, 4 Prefix, 5 AddressFamily, 6 Selector, 7 Labels,
 //	             8 Count, 9 Result.NetworkInstance, 10 Result.Prefix,
 //	             11 Result.Gateway, 12 Result.Last
-//	owner      = uvarint(mask) fields...   bits: 0 Identity
+//	owner      = uvarint(mask) fields...   bits: 0 Identity, 1 Source
 //
 // Fields are written in bit order and only when their bit is set. An absent
 // field is the zero value, with two exceptions that keep common records
@@ -66,8 +66,8 @@ import (
 // in key order, so an encoding is deterministic. Decoding rejects anything
 // else: an unknown version, op, mask bit or tag, a truncated field, a length
 // beyond the input, unsorted or duplicate map keys, or trailing bytes.
-// Ops 9 and 10, the owner object, prefix bits 7 and 8 and range bits 7
-// to 9 came after the
+// Ops 9 and 10, the owner object (and its bit 1), prefix bits 7 and 8 and
+// range bits 7 to 9 came after the
 // first release of version 1; they only add what earlier encodings never
 // set, so every earlier encoding still decodes to the same record (and an
 // older reader refuses the new ops and bits as unknown).
@@ -89,7 +89,8 @@ const (
 // Field bits of an OwnerInfo.
 const (
 	owIdentity = 1 << iota
-	owAll      = 1<<iota - 1
+	owSource
+	owAll = 1<<iota - 1
 )
 
 // Field bits of a NetworkInstance.
@@ -206,9 +207,13 @@ func Append(dst []byte, r *ipam.Record) []byte {
 func appendOwner(dst []byte, o *ipam.OwnerInfo) []byte {
 	var mask uint64
 	bit(&mask, owIdentity, o.Identity != "")
+	bit(&mask, owSource, o.Source != "")
 	dst = binary.AppendUvarint(dst, mask)
 	if mask&owIdentity != 0 {
 		dst = appendString(dst, o.Identity)
+	}
+	if mask&owSource != 0 {
+		dst = appendString(dst, o.Source)
 	}
 	return dst
 }
@@ -845,6 +850,9 @@ func (r *reader) owner() *ipam.OwnerInfo {
 	o := &ipam.OwnerInfo{}
 	if m&owIdentity != 0 {
 		o.Identity = r.string()
+	}
+	if m&owSource != 0 {
+		o.Source = r.string()
 	}
 	return o
 }

@@ -1681,7 +1681,12 @@ type SyncRequest struct {
 	// checked, the binding stays.
 	Identity string `protobuf:"bytes,7,opt,name=identity,proto3" json:"identity,omitempty"`
 	// adopt lets this identity take over an owner bound to another one.
-	Adopt         bool `protobuf:"varint,8,opt,name=adopt,proto3" json:"adopt,omitempty"`
+	Adopt bool `protobuf:"varint,8,opt,name=adopt,proto3" json:"adopt,omitempty"`
+	// source says where the package lives: a URL of its directory in a Git
+	// repository, or porch:<namespace>/<repository>/<package>. The owner
+	// keeps the last one sent (at most 1024 bytes); the web view links the
+	// owner to it. Empty: unchanged.
+	Source        string `protobuf:"bytes,9,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1770,6 +1775,13 @@ func (x *SyncRequest) GetAdopt() bool {
 		return x.Adopt
 	}
 	return false
+}
+
+func (x *SyncRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
 }
 
 // SyncResponse has one result per prefix and allocation, in request order,
@@ -2480,7 +2492,7 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +
 	"\fListResponse\x12)\n" +
 	"\aobjects\x18\x01 \x03(\v2\x0f.ipam.v1.ObjectR\aobjects\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc0\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd8\x02\n" +
 	"\vSyncRequest\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12E\n" +
 	"\x11network_instances\x18\x02 \x03(\v2\x18.ipam.v1.NetworkInstanceR\x10networkInstances\x12+\n" +
@@ -2489,7 +2501,8 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"\vallocations\x18\x05 \x03(\v2\x13.ipam.v1.AllocationR\vallocations\x12\x14\n" +
 	"\x05prune\x18\x06 \x01(\bR\x05prune\x12\x1a\n" +
 	"\bidentity\x18\a \x01(\tR\bidentity\x12\x14\n" +
-	"\x05adopt\x18\b \x01(\bR\x05adopt\"\xb7\x01\n" +
+	"\x05adopt\x18\b \x01(\bR\x05adopt\x12\x16\n" +
+	"\x06source\x18\t \x01(\tR\x06source\"\xb7\x01\n" +
 	"\fSyncResponse\x12+\n" +
 	"\bprefixes\x18\x01 \x03(\v2\x0f.ipam.v1.ResultR\bprefixes\x121\n" +
 	"\vallocations\x18\x02 \x03(\v2\x0f.ipam.v1.ResultR\vallocations\x12-\n" +

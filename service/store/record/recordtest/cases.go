@@ -92,6 +92,7 @@ func Cases() []Case {
 			Allocation:      &ipam.AllocationRecord{Allocation: ipam.Allocation{Key: k1}},
 		}},
 		{"put owner", ipam.Record{Op: ipam.OpPutOwner, Key: ipam.Key{Owner: "pkg-a"}, Owner: &ipam.OwnerInfo{Identity: "k7q2m9x4c1v8b3n6z5w0"}}},
+		{"put owner with source", ipam.Record{Op: ipam.OpPutOwner, Key: ipam.Key{Owner: "pkg-a"}, Owner: &ipam.OwnerInfo{Identity: "k7q2m9x4c1v8b3n6z5w0", Source: "https://example.com/org/repo/tree/main/pkgs/pkg-a"}}},
 		{"put owner empty", ipam.Record{Op: ipam.OpPutOwner, Key: ipam.Key{Owner: "pkg-a"}, Owner: &ipam.OwnerInfo{}}},
 		{"delete owner", ipam.Record{Op: ipam.OpDeleteOwner, Key: ipam.Key{Owner: "pkg-b"}}},
 		{"put prefix allocate reserved", ipam.Record{Op: ipam.OpPutPrefix, Key: k1, Prefix: &ipam.Prefix{Key: k1, NetworkInstance: "vpc-1",
