@@ -250,37 +250,43 @@ func (a *Allocator) Tree(name string) ([]TreeNode, error) {
 	slices.SortFunc(nodes, func(x, y *node) int { return comparePrefix(x.prefix, y.prefix) })
 	out := make([]TreeNode, 0, len(nodes))
 	for _, n := range nodes {
-		depth := 0
-		for p := n.parent; p != nil && p.kind != kindRoot; p = p.parent {
-			depth++
-		}
-		tn := TreeNode{Depth: depth, Prefix: n.prefix, Kind: n.kind, Total: sizeOf(n.prefix)}
-		switch {
-		case n.decl != nil && n.decl.ni != nil:
-			tn.Name, tn.Owner = n.decl.ni.spec.Key.String(), n.decl.ni.spec.Key.Owner
-		case n.decl != nil:
-			tn.Name, tn.Owner = n.decl.spec.Key.String(), n.decl.spec.Key.Owner
-		case n.alloc != nil:
-			tn.Name, tn.Owner = n.alloc.req.Key.String(), n.alloc.req.Key.Owner
-		case len(n.refs) > 0:
-			first := slices.MinFunc(slices.Collect(maps.Keys(n.refs)), func(x, y *prefixObj) int {
-				return compareNsName(nsn(x.spec.Key), nsn(y.spec.Key))
-			})
-			tn.Name, tn.Owner = first.spec.Key.String(), first.spec.Key.Owner
-			// Without a gateway no prefix declares the subnet any more:
-			// it stays for static addresses, maybe of other owners.
-			tn.StaticOnly = !n.gateway.IsValid()
-		}
-		tn.Network = n.network
-		if n.isBitmap() {
-			tn.Used = n.addrs.Len()
-		} else {
-			// With 2^64 or more free addresses, Used stays 0 (saturated counts).
-			if hi, lo := n.space.Free(); hi == 0 {
-				tn.Used = tn.Total - min(lo, tn.Total)
-			}
-		}
-		out = append(out, tn)
+		out = append(out, v.treeNode(n))
 	}
 	return out, nil
+}
+
+// treeNode is n as a node of the tree: its depth, declarer and
+// utilization.
+func (v *vrf) treeNode(n *node) TreeNode {
+	depth := 0
+	for p := n.parent; p != nil && p.kind != kindRoot; p = p.parent {
+		depth++
+	}
+	tn := TreeNode{Depth: depth, Prefix: n.prefix, Kind: n.kind, Total: sizeOf(n.prefix)}
+	switch {
+	case n.decl != nil && n.decl.ni != nil:
+		tn.Name, tn.Owner = n.decl.ni.spec.Key.String(), n.decl.ni.spec.Key.Owner
+	case n.decl != nil:
+		tn.Name, tn.Owner = n.decl.spec.Key.String(), n.decl.spec.Key.Owner
+	case n.alloc != nil:
+		tn.Name, tn.Owner = n.alloc.req.Key.String(), n.alloc.req.Key.Owner
+	case len(n.refs) > 0:
+		first := slices.MinFunc(slices.Collect(maps.Keys(n.refs)), func(x, y *prefixObj) int {
+			return compareNsName(nsn(x.spec.Key), nsn(y.spec.Key))
+		})
+		tn.Name, tn.Owner = first.spec.Key.String(), first.spec.Key.Owner
+		// Without a gateway no prefix declares the subnet any more:
+		// it stays for static addresses, maybe of other owners.
+		tn.StaticOnly = !n.gateway.IsValid()
+	}
+	tn.Network = n.network
+	if n.isBitmap() {
+		tn.Used = n.addrs.Len()
+	} else {
+		// With 2^64 or more free addresses, Used stays 0 (saturated counts).
+		if hi, lo := n.space.Free(); hi == 0 {
+			tn.Used = tn.Total - min(lo, tn.Total)
+		}
+	}
+	return tn
 }
