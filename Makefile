@@ -41,21 +41,21 @@ else
 	@echo "build: no main packages under service/cmd, functions/cmd or injector/cmd yet"
 endif
 
-run: ## build ipam-server and ipamctl, serve on 127.0.0.1:9090 (store in bin/data, demo VRF vpc-1)
+run: ## build ipam-server and ipamctl, serve on 127.0.0.1:9090, web view on http://127.0.0.1:8080 (store in bin/data, demo VRF vpc-1)
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build -ldflags='-X github.com/nephio-project/ipam/service/fronts/ctl.Version=$(VERSION)' -o bin/ ./service/cmd/ipam-server ./service/cmd/ipamctl
-	bin/ipam-server --listen 127.0.0.1:9090 --data-dir bin/data --demo
+	bin/ipam-server --listen 127.0.0.1:9090 --web-addr 127.0.0.1:8080 --data-dir bin/data --demo
 
 demo: ## run (as make run) for the five-minute tour; use bin/ipamctl in another terminal
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build -o bin/ ./service/cmd/ipam-server ./service/cmd/ipamctl
 	@echo "demo: in another terminal try: bin/ipamctl vrf list; bin/ipamctl prefix list;"
 	@echo "demo:   bin/ipamctl alloc create alloc1 --selector nephio.org/network-instance=vpc-1 --selector nephio.org/network-name=net1;"
-	@echo "demo:   bin/ipamctl tree vpc-1"
-	bin/ipam-server --listen 127.0.0.1:9090 --data-dir bin/data --demo
+	@echo "demo:   bin/ipamctl tree vpc-1; and open http://127.0.0.1:8080 (the web view)"
+	bin/ipam-server --listen 127.0.0.1:9090 --web-addr 127.0.0.1:8080 --data-dir bin/data --demo
 
 test: export KUBEBUILDER_ASSETS = $(TESTBIN)
-test: verify testbin porch-env ## build the tools the tests need under bin/ and run all tests
+test: verify testbin porch-env browser ## build the tools the tests need under bin/ and run all tests
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory peers-smoke
@@ -212,7 +212,24 @@ ETCD_VERSION           := v3.5.21
 KUBE_APISERVER_VERSION := v1.32.13
 TESTBIN                := $(BIN)/k8s
 
-.PHONY: testbin blueprint-crds
+.PHONY: testbin blueprint-crds browser web-screenshots
+
+# The web view's browser tests drive Debian's chromium. It is installed
+# with apt-get when missing and this runs as root; otherwise the tests
+# skip, and this target says so loudly.
+browser: ## install Debian's chromium for the web view's browser tests unless a Chromium is on PATH
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; then \
+		exit 0; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "browser: installing Debian's chromium for the web view's browser tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "browser: WARNING: no Chromium and no way to install it (needs root and apt-get):"; \
+		echo "browser: WARNING: the web view's browser tests (service/server/web TestInBrowser) will be SKIPPED"; \
+	fi
+
+web-screenshots: browser ## regenerate the web view's screenshots in service/server/web/docs
+	IPAM_WEB_SCREENSHOTS=$(CURDIR)/service/server/web/docs $(GO) test -count=1 -run TestInBrowser ./service/server/web/
 
 testbin: ## build etcd and kube-apiserver for envtest into bin/k8s unless they are there at the pinned versions
 	ETCD_VERSION=$(ETCD_VERSION) KUBE_VERSION=$(KUBE_APISERVER_VERSION) service/fronts/controllers/testbin/build.sh $(TESTBIN)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path"
@@ -31,9 +32,9 @@ import (
 // TestEveryBinaryIsCovered fails when a main package is not listed here.
 var binaries = map[string][]string{
 	"ipam-server": {"-listen", "-data-dir", "-store", "-etcd-endpoints", "-tls-cert", "-tls-key", "-client-ca", "-metrics-addr",
-		"-authz-policy", "-recover-truncated"},
+		"-authz-policy", "-recover-truncated", "-web-addr"},
 	"ipamctl":         {"-server", "-token-file"},
-	"ipam-fn":         {"server", "owner", "prune", "tlsCA", "tokenFile", "--allow-network"},
+	"ipam-fn":         {"server", "owner", "prune", "tlsCA", "tokenFile", "source", "--allow-network"},
 	"ipam-controller": {"-kubeconfig", "-server", "-tls-ca", "-token-file", "-metal3", "-nvidia"},
 	"ipam-injector":   {"-kubeconfig", "-server", "-namespace", "-token-file"},
 }
@@ -249,18 +250,37 @@ func (p *proc) alive(t *testing.T, d time.Duration) {
 	}
 }
 
-// TestServerCtlFunction starts ipam-server with the demo VRF, lists it with
-// ipamctl, allocates with ipam-fn over a ResourceList on stdin, and stops
-// the server with SIGTERM.
+// TestServerCtlFunction starts ipam-server with the demo VRF and the web
+// view, lists it with ipamctl and in the web view, allocates with ipam-fn
+// over a ResourceList on stdin, finds the address in the web view, and
+// stops the server with SIGTERM.
 func TestServerCtlFunction(t *testing.T) {
 	dir := build(t)
 	srv := start(t, filepath.Join(dir, "ipam-server"), "--listen", "127.0.0.1:0",
-		"--data-dir", t.TempDir(), "--demo", "--log-format", "json")
-	var serving struct{ Addr string }
+		"--data-dir", t.TempDir(), "--demo", "--log-format", "json", "--web-addr", "127.0.0.1:0")
+	var serving, webView struct{ Addr string }
 	if err := json.Unmarshal([]byte(srv.waitLine(t, `"msg":"serving"`, 30*time.Second)), &serving); err != nil || serving.Addr == "" {
 		t.Fatalf("the serving line has no addr: %v", err)
 	}
+	if err := json.Unmarshal([]byte(srv.waitLine(t, `"msg":"web"`, 30*time.Second)), &webView); err != nil || webView.Addr == "" {
+		t.Fatalf("the web line has no addr: %v", err)
+	}
 	srv.waitLine(t, `"msg":"ready"`, 30*time.Second)
+	page := func(path string) string {
+		resp, err := http.Get("http://" + webView.Addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("web view %s: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	if p := page("/"); !strings.Contains(p, `<a href="/vrf/vpc-1">vpc-1</a>`) {
+		t.Fatalf("the web view does not list vpc-1:\n%s", p)
+	}
 
 	out, err := exec.Command(filepath.Join(dir, "ipamctl"), "--server", serving.Addr, "vrf", "list").CombinedOutput()
 	if err != nil || !bytes.Contains(out, []byte("vpc-1")) {
@@ -292,6 +312,9 @@ items:
 	out, err = fn.CombinedOutput()
 	if err != nil || !bytes.Contains(out, []byte("prefix: 10.0.1.2/24")) {
 		t.Fatalf("ipam-fn: %v, want status.prefix 10.0.1.2/24\n%s", err, out)
+	}
+	if p := page("/search?q=10.0.1.2"); !strings.Contains(p, "default/alloc1 of") {
+		t.Fatalf("the web view does not find alloc1 at 10.0.1.2:\n%s", p)
 	}
 	srv.stop(t)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/server/authz"
+	"github.com/nephio-project/ipam/service/server/web"
 )
 
 // authenticator turns a call's client certificate and bearer token into a
@@ -61,33 +63,51 @@ func principalOf(ctx context.Context) authz.Principal {
 // authenticate returns the caller of ctx, or an Unauthenticated status
 // saying why it is refused.
 func (a *authenticator) authenticate(ctx context.Context, method string) (authz.Principal, error) {
-	var pr authz.Principal
 	pe, _ := peer.FromContext(ctx)
+	var certs []*x509.Certificate
+	if pe != nil {
+		if ti, ok := pe.AuthInfo.(credentials.TLSInfo); ok {
+			certs = ti.State.PeerCertificates
+		}
+	}
+	var auth []string
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		auth = md.Get("authorization")
+	}
+	pr, err := a.identify(certs, auth)
+	if err != nil {
+		addr := "unknown"
+		if pe != nil && pe.Addr != nil {
+			addr = pe.Addr.String()
+		}
+		a.refused(addr, method, err)
+		return pr, status.Error(codes.Unauthenticated, err.Error())
+	}
+	return pr, nil
+}
+
+// identify returns the caller that presents certs (its TLS peer chain,
+// leaf first) and the values of its authorization header, or why it is
+// refused.
+func (a *authenticator) identify(certs []*x509.Certificate, auth []string) (authz.Principal, error) {
+	var pr authz.Principal
 	if a.clientCAs != nil {
-		names, err := a.verifyPeer(pe)
+		names, err := a.verifyCerts(certs)
 		if err != nil {
-			a.refused(pe, method, err)
-			return pr, status.Error(codes.Unauthenticated, "ipam-server requires a client certificate signed by its client CA (mTLS): "+err.Error())
+			return pr, fmt.Errorf("ipam-server requires a client certificate signed by its client CA (mTLS): %w", err)
 		}
 		pr.Names = names
 	}
-	if a.policy != nil {
-		if md, ok := metadata.FromIncomingContext(ctx); ok {
-			if vals := md.Get("authorization"); len(vals) > 0 {
-				tok, ok := strings.CutPrefix(vals[0], "Bearer ")
-				id := ""
-				var err error
-				if !ok || len(vals) > 1 {
-					err = errors.New("the authorization header is not one \"Bearer TOKEN\"")
-				} else if id, err = a.policy.Token(tok); err == nil {
-					pr.Names = append(pr.Names, id)
-				}
-				if err != nil {
-					a.refused(pe, method, err)
-					return pr, status.Error(codes.Unauthenticated, err.Error())
-				}
-			}
+	if a.policy != nil && len(auth) > 0 {
+		tok, ok := strings.CutPrefix(auth[0], "Bearer ")
+		if !ok || len(auth) > 1 {
+			return pr, errors.New("the authorization header is not one \"Bearer TOKEN\"")
 		}
+		id, err := a.policy.Token(tok)
+		if err != nil {
+			return pr, err
+		}
+		pr.Names = append(pr.Names, id)
 	}
 	if len(pr.Names) == 0 {
 		pr.Names = []string{authz.Anonymous}
@@ -95,15 +115,9 @@ func (a *authenticator) authenticate(ctx context.Context, method string) (authz.
 	return pr, nil
 }
 
-// verifyPeer verifies the client certificate of pe against the client
-// CAs and returns the names it carries.
-func (a *authenticator) verifyPeer(pe *peer.Peer) ([]string, error) {
-	var certs []*x509.Certificate
-	if pe != nil {
-		if ti, ok := pe.AuthInfo.(credentials.TLSInfo); ok {
-			certs = ti.State.PeerCertificates
-		}
-	}
+// verifyCerts verifies a client's certificate chain (leaf first) against
+// the client CAs and returns the names the leaf carries.
+func (a *authenticator) verifyCerts(certs []*x509.Certificate) ([]string, error) {
 	if len(certs) == 0 {
 		return nil, errors.New("no client certificate was presented")
 	}
@@ -140,6 +154,24 @@ func (a *authenticator) verifyPeer(pe *peer.Peer) ([]string, error) {
 	return v.names, v.err
 }
 
+// authorizeHTTP refuses a web view request whose caller is unknown
+// (web.UnauthenticatedError) or may not read.
+func (a *authenticator) authorizeHTTP(r *http.Request) error {
+	var certs []*x509.Certificate
+	if r.TLS != nil {
+		certs = r.TLS.PeerCertificates
+	}
+	pr, err := a.identify(certs, r.Header.Values("Authorization"))
+	if err != nil {
+		a.refused(r.RemoteAddr, "web "+r.URL.Path, err)
+		return &web.UnauthenticatedError{Err: err}
+	}
+	if a.policy != nil {
+		return a.policy.Read(pr)
+	}
+	return nil
+}
+
 // certNames are the names a verified certificate goes by: its URI SANs,
 // DNS SANs and common name, most specific first.
 func certNames(c *x509.Certificate) []string {
@@ -158,13 +190,9 @@ func certNames(c *x509.Certificate) []string {
 
 // refused logs a refused caller, at most refusalLogBurst lines per
 // refusalLogWindow so that a flood of bad clients cannot fill the log.
-func (a *authenticator) refused(pe *peer.Peer, method string, err error) {
+func (a *authenticator) refused(addr, method string, err error) {
 	if a.log == nil {
 		return
-	}
-	addr := "unknown"
-	if pe != nil && pe.Addr != nil {
-		addr = pe.Addr.String()
 	}
 	if n, ok := a.logs.allow(time.Now()); ok {
 		a.log.Warn("refused a caller", "peer", addr, "method", method, "reason", err.Error(), "suppressed_before", n)

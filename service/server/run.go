@@ -24,6 +24,7 @@ import (
 	"github.com/nephio-project/ipam/service/grpcopt"
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/server/authz"
+	"github.com/nephio-project/ipam/service/server/web"
 )
 
 // DefaultShutdownTimeout bounds how long a graceful shutdown waits for
@@ -54,6 +55,9 @@ type Config struct {
 	AuthzPolicy string
 	// MetricsAddr serves Prometheus metrics on /metrics; empty: off.
 	MetricsAddr string
+	// WebAddr serves the read-only web view (package web), with the
+	// API's TLS and authorization when set; empty: off.
+	WebAddr string
 	// LogFormat is "json" (default) or "text"; LogLevel is debug, info,
 	// warn or error (default info). Logs go to LogOutput (default stderr).
 	LogFormat string
@@ -78,10 +82,12 @@ type Config struct {
 	// DefaultWatchBuffer.
 	WatchBuffer int
 
-	// Listener and MetricsListener, when set, are used instead of Listen
-	// and MetricsAddr (tests pass loopback listeners on port 0).
+	// Listener, MetricsListener and WebListener, when set, are used
+	// instead of Listen, MetricsAddr and WebAddr (tests pass loopback
+	// listeners on port 0).
 	Listener        net.Listener
 	MetricsListener net.Listener
+	WebListener     net.Listener
 	// Logger, when set, is used instead of one built from LogFormat.
 	Logger *slog.Logger
 	// UnaryInterceptors run innermost, right around the service's methods
@@ -254,8 +260,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	calls := &callGate{metrics: metrics, log: log}
 	unary := []grpc.UnaryServerInterceptor{calls.unary}
 	stream := []grpc.StreamServerInterceptor{calls.stream}
+	var auth *authenticator
 	if clientCAs != nil || policy != nil {
-		auth := &authenticator{clientCAs: clientCAs, policy: policy, log: log, certs: map[[32]byte]verified{}}
+		auth = &authenticator{clientCAs: clientCAs, policy: policy, log: log, certs: map[[32]byte]verified{}}
 		unary, stream = append(unary, auth.unary), append(stream, auth.stream)
 	}
 	unary = append(unary, cfg.UnaryInterceptors...)
@@ -286,24 +293,30 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		log.Warn("no --authz-policy: every client that reaches this address may change and release every owner's objects", "addr", lis.Addr().String())
 	}
 
-	var metricsSrv *http.Server
+	var metricsSrv, webSrv *http.Server
 	if cfg.MetricsAddr != "" || cfg.MetricsListener != nil {
-		ml := cfg.MetricsListener
-		if ml == nil {
-			if ml, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
-				gs.Stop()
-				return fmt.Errorf("metrics listen: %w", err)
-			}
-		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler())
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := metricsSrv.Serve(ml); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics server", "err", err)
+		if metricsSrv, err = serveHTTP("metrics", cfg.MetricsAddr, cfg.MetricsListener, mux, nil, log); err != nil {
+			gs.Stop()
+			return err
+		}
+	}
+	if cfg.WebAddr != "" || cfg.WebListener != nil {
+		wcfg := web.Config{Allocator: a, Log: log, Subscribe: func(vrf string) (web.Stream, error) {
+			sub, err := hub.Subscribe(vrf, "")
+			if err != nil {
+				return nil, err
 			}
-		}()
-		log.Info("metrics", "addr", ml.Addr().String())
+			return sub, nil
+		}}
+		if auth != nil {
+			wcfg.Authorize = auth.authorizeHTTP
+		}
+		if webSrv, err = serveHTTP("web", cfg.WebAddr, cfg.WebListener, web.New(wcfg), tlsConf, log); err != nil {
+			gs.Stop()
+			return err
+		}
 	}
 
 	start := time.Now()
@@ -346,12 +359,37 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		gs.Stop()
 		<-stopped
 	}
-	if metricsSrv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = metricsSrv.Shutdown(sctx)
-		cancel()
+	for _, srv := range []*http.Server{metricsSrv, webSrv} {
+		if srv != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = srv.Shutdown(sctx)
+			cancel()
+		}
 	}
 	return nil
+}
+
+// serveHTTP serves h on lis, or on a listener of addr, with TLS when tc
+// is set, until the returned server is shut down.
+func serveHTTP(what, addr string, lis net.Listener, h http.Handler, tc *tls.Config, log *slog.Logger) (*http.Server, error) {
+	if lis == nil {
+		var err error
+		if lis, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("%s listen: %w", what, err)
+		}
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	if tc != nil {
+		lis = tls.NewListener(lis, tc)
+	}
+	go func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error(what+" server", "err", err)
+		}
+	}()
+	log.Info(what, "addr", lis.Addr().String(), "tls", tc != nil)
+	return srv, nil
 }
 
 func storeName(cfg Config) string {

@@ -31,6 +31,7 @@ func main() {
 	flag.StringVar(&cfg.ClientCA, "client-ca", "", "PEM file of the CA of client certificates (requires and verifies them: mTLS)")
 	flag.StringVar(&cfg.AuthzPolicy, "authz-policy", "", "authorization policy file: which client identities (certificate names, tokens) may change which owners in which network instances, and read (empty: everyone may do everything)")
 	flag.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (empty: off)")
+	flag.StringVar(&cfg.WebAddr, "web-addr", "", "serve the read-only web view on ADDR (same TLS, client certificates and authorization policy as the API; empty: off)")
 	flag.StringVar(&cfg.LogFormat, "log-format", "json", "log format: json or text")
 	flag.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	flag.BoolVar(&cfg.Demo, "demo", false, "seed the demo network instance vpc-1 when the state is empty")

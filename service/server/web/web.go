@@ -1,0 +1,162 @@
+// Package web is ipam-server's read-only web view of the address space:
+// the network instances with their utilization, a prefix tree per network
+// instance with a utilization bar and the free blocks of every prefix, a
+// page per prefix listing its allocations, search by address or name, and
+// live updates as server-sent events from the server's change stream.
+//
+// Pages are rendered on the server from Go templates; the assets are
+// embedded, and the only script (static/app.js) reloads the page's main
+// section when a change arrives. Every page is bounded: lists are paged,
+// so a page costs the same with 100 or 100,000 allocations.
+package web
+
+import (
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/ipam"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Page sizes and bounds of what one request may ask.
+const (
+	// TreePageSize is the number of prefixes per page of a tree.
+	TreePageSize = 200
+	// AllocationPageSize is the number of allocations per page of a prefix.
+	AllocationPageSize = 100
+	// VRFPageSize is the number of network instances per page of the list.
+	VRFPageSize = 100
+	// SearchLimit is the most results a search shows.
+	SearchLimit = 100
+	// FreeBlocksShown is the number of free blocks shown per prefix of a
+	// tree (a prefix's own page shows FreeBlocksOnPage).
+	FreeBlocksShown = 4
+	// FreeBlocksOnPage is the number of free blocks on a prefix's page.
+	FreeBlocksOnPage = 32
+	// MaxQuery bounds a search query and every other query parameter.
+	MaxQuery = 256
+	// MaxStreams bounds the live-update streams open at once.
+	MaxStreams = 256
+	// Heartbeat is how often an idle live-update stream sends a comment,
+	// so that proxies keep it open.
+	Heartbeat = 15 * time.Second
+)
+
+// Stream is an open change stream: events in commit order until Done is
+// closed.
+type Stream interface {
+	Events() <-chan *ipamv1.WatchEvent
+	Done() <-chan struct{}
+	Close()
+}
+
+// Config is what the web view reads and how it authorizes.
+type Config struct {
+	// Allocator is the state shown.
+	Allocator *ipam.Allocator
+	// Subscribe opens a change stream of one network instance ("": all).
+	Subscribe func(vrf string) (Stream, error)
+	// Authorize refuses a request whose caller may not read; nil allows
+	// every caller.
+	Authorize func(r *http.Request) error
+	// Log receives refused requests and stream failures; nil discards.
+	Log *slog.Logger
+}
+
+// handler serves the web view.
+type handler struct {
+	cfg     Config
+	pages   map[string]*template.Template
+	mux     *http.ServeMux
+	streams atomic.Int64
+}
+
+// New returns the web view's handler.
+func New(cfg Config) http.Handler {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	h := &handler{cfg: cfg, pages: parseTemplates(), mux: http.NewServeMux()}
+	static, _ := fs.Sub(staticFS, "static")
+	h.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	h.mux.HandleFunc("GET /{$}", h.vrfList)
+	h.mux.HandleFunc("GET /vrf/{name}", h.tree)
+	h.mux.HandleFunc("GET /vrf/{name}/prefix", h.prefix)
+	h.mux.HandleFunc("GET /search", h.search)
+	h.mux.HandleFunc("GET /events", h.events)
+	return h
+}
+
+// ServeHTTP sets the headers of every response, refuses what is not a
+// read, authorizes the caller and routes.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("X-Frame-Options", "DENY")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		hd.Set("Allow", "GET, HEAD")
+		http.Error(w, "the web view is read-only", http.StatusMethodNotAllowed)
+		return
+	}
+	if len(r.URL.RawQuery) > 4*MaxQuery || len(r.URL.Path) > 4*MaxQuery {
+		http.Error(w, "request URL too long", http.StatusRequestURITooLong)
+		return
+	}
+	if h.cfg.Authorize != nil {
+		if err := h.cfg.Authorize(r); err != nil {
+			code := http.StatusForbidden
+			var ue *UnauthenticatedError
+			if errors.As(err, &ue) {
+				code = http.StatusUnauthorized
+			}
+			h.cfg.Log.Warn("web view request refused", "remote", r.RemoteAddr, "path", r.URL.Path, "err", err)
+			http.Error(w, capText(err.Error(), 512), code)
+			return
+		}
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// UnauthenticatedError is an Authorize error for a caller that is not
+// known (401), as opposed to one that may not read (403).
+type UnauthenticatedError struct{ Err error }
+
+func (e *UnauthenticatedError) Error() string { return e.Err.Error() }
+func (e *UnauthenticatedError) Unwrap() error { return e.Err }
+
+// capText cuts s to n bytes at a rune boundary.
+func capText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// param returns query parameter k, trimmed, or an error if it is too long.
+func param(r *http.Request, k string) (string, error) {
+	v := strings.TrimSpace(r.URL.Query().Get(k))
+	if len(v) > MaxQuery {
+		return "", errors.New("parameter " + k + " exceeds " + itoa(MaxQuery) + " bytes")
+	}
+	return v, nil
+}
