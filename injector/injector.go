@@ -141,6 +141,7 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, attem
 	// design: no package identity is needed, and drafts edited apart must
 	// not refuse each other.
 	opts.Owner, opts.Prune, opts.NoIdentity = owner, true, true
+	opts.Source = sourceOf(pr)
 	changed, results, perr := pkgsync.Process(ctx, in.IPAM, opts, &files.items)
 	cond := condition{Type: ConditionType, Status: "True", Reason: ReasonAllocated, Message: summary(files.items)}
 	if perr != nil {
@@ -388,6 +389,14 @@ func ownerOf(pr *unstructured.Unstructured) string {
 	repo, _, _ := unstructured.NestedString(pr.Object, "spec", "repository")
 	pkg, _, _ := unstructured.NestedString(pr.Object, "spec", "packageName")
 	return Owner(repo, pkg)
+}
+
+// sourceOf is where the package of pr lives, for people:
+// porch:<namespace>/<repository>/<package>.
+func sourceOf(pr *unstructured.Unstructured) string {
+	repo, _, _ := unstructured.NestedString(pr.Object, "spec", "repository")
+	pkg, _, _ := unstructured.NestedString(pr.Object, "spec", "packageName")
+	return "porch:" + pr.GetNamespace() + "/" + repo + "/" + pkg
 }
 
 // errConflict is a write that lost an optimistic-concurrency race.

@@ -46,11 +46,15 @@ type Config struct {
 	// TokenFile holds the bearer token that identifies the function to
 	// ipam-server's authorization policy.
 	TokenFile string
+	// Source says where the package lives (a URL of its directory in
+	// Git), sent to ipam-server for people. Empty: the root Kptfile's
+	// ipam.nephio.org/source annotation, if any.
+	Source string
 }
 
 // Options are the settings of cfg that package pkgsync needs.
 func (c Config) Options() pkgsync.Options {
-	return pkgsync.Options{Server: c.Server, Owner: c.Owner, Prune: c.Prune, Timeout: c.Timeout,
+	return pkgsync.Options{Server: c.Server, Owner: c.Owner, Prune: c.Prune, Timeout: c.Timeout, Source: c.Source,
 		ServerHint: "set data.server (host:port) in the functionConfig or the " + EnvServer + " environment variable"}
 }
 
@@ -68,10 +72,11 @@ func (e *ConfigError) Error() string {
 }
 
 // configKeys are the settings of the functionConfig.
-var configKeys = []string{"server", "owner", "prune", "timeout", "tlsCA", "tlsCert", "tlsKey", "tokenFile"}
+var configKeys = []string{"server", "owner", "prune", "timeout", "tlsCA", "tlsCert", "tlsKey", "tokenFile", "source"}
 
 // ParseConfig reads the functionConfig: a ConfigMap whose data holds
-// server, owner, prune, timeout, tlsCA, tlsCert, tlsKey and tokenFile, or
+// server, owner, prune, timeout, tlsCA, tlsCert, tlsKey, tokenFile and
+// source, or
 // an IPAMConfig (ipam.nephio.org/v1alpha1) with the same fields under spec,
 // where an unknown field is an error. getenv (nil means no environment)
 // supplies IPAM_SERVER when server is not set. An empty functionConfig is
@@ -127,6 +132,8 @@ func ParseConfig(fc *fn.KubeObject, getenv func(string) string) (Config, error) 
 			cfg.TLSKey = v
 		case "tokenFile":
 			cfg.TokenFile = v
+		case "source":
+			cfg.Source = v
 		}
 	}
 	if cfg.Server == "" && getenv != nil {

@@ -3,6 +3,9 @@ package ipamfn_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -248,5 +251,48 @@ func TestParseIPAMConfig(t *testing.T) {
 				t.Error("an IPAMConfig alone counts as an IPAM request")
 			}
 		})
+	}
+}
+
+// TestFunctionSendsSource: data.source, or else the root Kptfile's
+// ipam.nephio.org/source annotation, reaches the server, whose web view
+// links the owner to it.
+func TestFunctionSendsSource(t *testing.T) {
+	wl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := servertest.Start(t, server.Config{WebListener: wl}, false)
+	page := func() string {
+		resp, err := http.Get("http://" + wl.Addr().String() + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	annotated := strings.Replace(pkgtest.Kptfile, "  name: seed-pkg\n",
+		"  name: seed-pkg\n  annotations:\n    ipam.nephio.org/source: https://git.example.com/org/pkgs/tree/main/seed\n", 1)
+	// The second run renders the first one's output (the package
+	// identity it wrote included), as kpt fn render does.
+	items := pkgtest.Items(t, "Kptfile", annotated, "resources.yaml", pkgtest.Seed)
+	for _, tc := range []struct {
+		name string
+		cfg  map[string]string
+		want string
+	}{
+		{"annotation", map[string]string{"server": srv.Addr}, `href="https://git.example.com/org/pkgs/tree/main/seed"`},
+		{"data.source wins", map[string]string{"server": srv.Addr, "source": "https://git.example.com/org/pkgs/tree/v2/seed"},
+			`href="https://git.example.com/org/pkgs/tree/v2/seed"`},
+	} {
+		rl := &fn.ResourceList{Items: items, FunctionConfig: configMap(t, tc.cfg)}
+		if ok, err := (ipamfn.Function{}).Process(rl); !ok || err != nil {
+			t.Fatalf("%s: ok %v, err %v, results %v", tc.name, ok, err, rl.Results)
+		}
+		if p := page(); !strings.Contains(p, tc.want) {
+			t.Errorf("%s: the web view's network instance list lacks %s:\n%s", tc.name, tc.want, p)
+		}
+		items = rl.Items
 	}
 }

@@ -22,6 +22,10 @@ const (
 	// owner from a package with another identity (a copy that kept the
 	// Kptfile name) while the owner holds objects.
 	AnnotationPackageID = ipamv1alpha1.Group + "/package-id"
+	// AnnotationSource on the root Kptfile says where the package lives
+	// (a URL of its directory in Git) when the functionConfig sets no
+	// source; ipam-server keeps it for people (the web view's owner link).
+	AnnotationSource = ipamv1alpha1.Group + "/source"
 	// AnnotationAdopt, set to "true", lets the package take over an owner
 	// bound to another identity. The run that adopts removes it, so it
 	// acts once.

@@ -57,6 +57,11 @@ type Options struct {
 	// Otherwise the run sends the root Kptfile's ipam.nephio.org/package-id,
 	// writing one derived from the package when it has none.
 	NoIdentity bool
+	// Source says where the package lives (a URL of its directory in Git,
+	// porch:<namespace>/<repository>/<package>), sent with the Sync for
+	// people: the web view links the owner to it. Empty: the root
+	// Kptfile's ipam.nephio.org/source annotation, if any.
+	Source string
 }
 
 func (o Options) timeout() time.Duration {
@@ -276,7 +281,10 @@ func buildRequest(opts Options, items fn.KubeObjects) (*ipamv1.SyncRequest, []*o
 		results = append(results, &fn.Result{Severity: fn.Error, Message: "ipam-fn: no owner for the package's IPAM resources: " +
 			"set data.owner in the functionConfig or metadata.name in the root Kptfile"})
 	}
-	req := &ipamv1.SyncRequest{Owner: owner, Prune: opts.Prune}
+	req := &ipamv1.SyncRequest{Owner: owner, Prune: opts.Prune, Source: opts.Source}
+	if req.Source == "" && kptfile != nil {
+		req.Source = strings.TrimSpace(kptfile.GetAnnotation(AnnotationSource))
+	}
 	for _, o := range objs {
 		if o.claim != nil {
 			continue // after the pools they name
