@@ -228,6 +228,9 @@ func (t *tx) keepAllocation(os *ownerState, rec allocRec, r *Allocation) (Result
 //
 //go:noinline
 func (t *tx) recordAlloc(r *Allocation, res Result) {
+	if t.replay || t.norec {
+		return
+	}
 	if cap(t.recs) == 0 && cap(t.slab) == 0 && !t.replay {
 		// The only record of a mutation (an Allocate): the record, its
 		// slice and its allocation in one object.

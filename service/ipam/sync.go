@@ -175,9 +175,11 @@ func syncVRFs(os *ownerState, req SyncRequest) []string {
 func (t *tx) sync(os *ownerState, req SyncRequest, byKey []int) (SyncResult, error) {
 	res := SyncResult{Prefixes: make([]Result, len(req.Prefixes)), Allocations: make([]Result, len(req.Allocations))}
 	n := len(req.NetworkInstances) + len(req.Prefixes) + len(req.Ranges) + len(req.Allocations)
-	t.recs = make([]Record, 0, n)
+	if !t.norec {
+		t.recs = make([]Record, 0, n)
+		t.slab = make([]AllocationRecord, 0, len(req.Allocations))
+	}
 	t.undo = slices.Grow(t.undo[:0], n)
-	t.slab = make([]AllocationRecord, 0, len(req.Allocations))
 	var err error
 	if res.Adopted, err = t.bind(os, req); err != nil {
 		return SyncResult{}, err
@@ -236,7 +238,9 @@ func (t *tx) prune(os *ownerState, req SyncRequest, res *SyncResult, fail func(u
 		res.Released = append(res.Released, Released{Op: op, Key: key})
 	}
 	gone := undesiredAllocs(os, req.Allocations)
-	t.recs = slices.Grow(t.recs, len(gone))
+	if !t.norec {
+		t.recs = slices.Grow(t.recs, len(gone))
+	}
 	t.undo = slices.Grow(t.undo, len(gone))
 	res.Released = slices.Grow(res.Released, len(gone))
 	for _, k := range gone {

@@ -23,6 +23,11 @@ type tx struct {
 	undoFns []func() // the undoFunc steps' functions
 	// replay marks Apply: it journals nothing and keeps no undo log.
 	replay bool
+	// norec: the allocator has neither a Journal nor a Committer, so no
+	// one reads the change records and none are built. Needed by the
+	// peer benchmarks (service/peerbench): an in-memory Allocate builds
+	// its record for nothing otherwise.
+	norec bool
 	// expect says how many allocations Apply will put into the table of
 	// an owner and VRF; the table grows to hold them at its first put.
 	expect map[ownerVRF]int
@@ -45,6 +50,7 @@ var txPool = sync.Pool{New: func() any { return new(tx) }}
 func newTx(a *Allocator, global bool) *tx {
 	t := txPool.Get().(*tx)
 	t.a, t.global = a, global
+	t.norec = a.journal == nil && a.committer == nil
 	return t
 }
 
@@ -175,7 +181,7 @@ func (t *tx) pushUndo(u undoStep) {
 }
 
 func (t *tx) record(r Record) {
-	if !t.replay {
+	if !t.replay && !t.norec {
 		t.recs = append(t.recs, r)
 	}
 }
