@@ -72,7 +72,7 @@ bench: testbin ## run the benchmarks and print them against the performance targ
 # checksum database does not know metal-stack/go-ipam.
 PEERS_ENV = GONOSUMDB=github.com/metal-stack
 
-bench-peers: ## run the same workloads against this project and its peers (go-ipam, netipx) and print the table
+bench-peers: ## run the same workloads against this project and its peers (go-ipam, netipx, the Kubernetes service-IP bitmap) and print the table
 	@mkdir -p $(BIN)
 	@cd service/peerbench && status=0; \
 	$(PEERS_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count=1 -timeout 60m . 2>&1 | tee $(abspath $(BIN))/bench-peers.txt || status=$$?; \

@@ -14,10 +14,11 @@ import (
 )
 
 // The best-fit workload: a /8 holding the given number of /24 children,
-// handed out from its start; each operation acquires a /24 or a /26 (the
-// best fit: the smallest free block that holds it) and releases it, so
-// every acquire searches among that many children. With -short (the smoke
-// run of make test) the /8 holds 100 children.
+// from its start or scattered (every other /24: a free /24 between each
+// two children, what churn leaves); each operation acquires a /24 or a
+// /26 (the best fit: the smallest free block that holds it) and releases
+// it, so every acquire searches among that many children. With -short
+// (the smoke run of make test) the /8 holds 100 children.
 func bestFitChildren() []int {
 	if testing.Short() {
 		return []int{100}
@@ -27,26 +28,56 @@ func bestFitChildren() []int {
 
 var bestFitParent = netip.MustParsePrefix("10.0.0.0/8")
 
+// children is a best-fit layout: how many /24 children, and whether they
+// are scattered.
+type children struct {
+	n         int
+	scattered bool
+}
+
+// prefixes returns the children's /24s.
+func (c children) prefixes() []netip.Prefix {
+	step := 1
+	if c.scattered {
+		step = 2
+	}
+	base := bestFitParent.Addr().As4()
+	out := make([]netip.Prefix, c.n)
+	for i := range out {
+		j := i * step
+		a := base
+		a[1], a[2] = byte(j>>8), byte(j)
+		out[i] = netip.PrefixFrom(netip.AddrFrom4(a), 24)
+	}
+	return out
+}
+
 func BenchmarkBestFit(b *testing.B) {
 	for _, n := range bestFitChildren() {
-		for _, bits := range []int{24, 26} {
-			name := fmt.Sprintf("len=%d,children=%dk", bits, n/1000)
-			if n < 1000 {
-				name = fmt.Sprintf("len=%d,children=%d", bits, n)
+		for _, scattered := range []bool{false, true} {
+			c := children{n, scattered}
+			for _, bits := range []int{24, 26} {
+				name := fmt.Sprintf("len=%d,children=%dk", bits, n/1000)
+				if n < 1000 {
+					name = fmt.Sprintf("len=%d,children=%d", bits, n)
+				}
+				if scattered {
+					name += ",scattered"
+				}
+				b.Run(name+"/ours", func(b *testing.B) { bestFitOurs(b, c, bits) })
+				b.Run(name+"/go-ipam", func(b *testing.B) { bestFitGoIPAM(b, c, bits) })
+				b.Run(name+"/netipx", func(b *testing.B) { bestFitNetipx(b, c, bits) })
 			}
-			b.Run(name+"/ours", func(b *testing.B) { bestFitOurs(b, n, bits) })
-			b.Run(name+"/go-ipam", func(b *testing.B) { bestFitGoIPAM(b, n, bits) })
-			b.Run(name+"/netipx", func(b *testing.B) { bestFitNetipx(b, n, bits) })
 		}
 	}
 }
 
-// bestFitOursFilled caches the filled allocator per child count.
-var bestFitOursFilled = map[int]*ipam.Allocator{}
+// bestFitOursFilled caches the filled allocator per layout.
+var bestFitOursFilled = map[children]*ipam.Allocator{}
 
-func bestFitOurs(b *testing.B, n, bits int) {
+func bestFitOurs(b *testing.B, c children, bits int) {
 	ctx := context.Background()
-	a, ok := bestFitOursFilled[n]
+	a, ok := bestFitOursFilled[c]
 	if !ok {
 		a = ipam.New()
 		key := func(name string) ipam.Key { return ipam.Key{Owner: "bench", Name: name} }
@@ -56,14 +87,14 @@ func bestFitOurs(b *testing.B, n, bits int) {
 			b.Fatal(err)
 		}
 		req := ipam.SyncRequest{Owner: "fill"}
-		for i := range n {
+		for i, p := range c.prefixes() {
 			req.Allocations = append(req.Allocations, ipam.Allocation{Key: ipam.Key{Name: fmt.Sprint("c", i)}, Kind: ipam.KindNetwork,
-				PrefixLength: 24, Selector: ipam.Labels{ipam.LabelNetworkInstance: "v"}})
+				Prefix: p, Selector: ipam.Labels{ipam.LabelNetworkInstance: "v"}})
 		}
 		if _, err := a.Sync(ctx, req); err != nil {
 			b.Fatal(err)
 		}
-		bestFitOursFilled[n] = a
+		bestFitOursFilled[c] = a
 	}
 	probe := ipam.Allocation{Key: ipam.Key{Owner: "bench", Name: "probe"}, Kind: ipam.KindNetwork, PrefixLength: bits,
 		Selector: ipam.Labels{ipam.LabelNetworkInstance: "v"}}
@@ -82,12 +113,12 @@ func bestFitOurs(b *testing.B, n, bits int) {
 // bestFitGoIPAMFilled caches a filled go-ipam per child count: each of its
 // acquires rebuilds an IPSet of every child, so filling 65k children takes
 // it longer than this run may.
-var bestFitGoIPAMFilled = map[int]goipam.Ipamer{}
+var bestFitGoIPAMFilled = map[children]goipam.Ipamer{}
 
-func bestFitGoIPAM(b *testing.B, n, bits int) {
+func bestFitGoIPAM(b *testing.B, c children, bits int) {
 	ctx := context.Background()
-	g, ok := bestFitGoIPAMFilled[n]
-	if !ok && n > 10_000 && os.Getenv("PEERBENCH_FULL") == "" {
+	g, ok := bestFitGoIPAMFilled[c]
+	if !ok && c.n > 10_000 && os.Getenv("PEERBENCH_FULL") == "" {
 		b.Skip("go-ipam rebuilds an IPSet of every child on each acquire: filling 65k children takes it too long; PEERBENCH_FULL=1 runs it")
 	}
 	if !ok {
@@ -95,12 +126,12 @@ func bestFitGoIPAM(b *testing.B, n, bits int) {
 		if _, err := g.NewPrefix(ctx, bestFitParent.String()); err != nil {
 			b.Fatal(err)
 		}
-		for range n {
-			if _, err := g.AcquireChildPrefix(ctx, bestFitParent.String(), 24); err != nil {
+		for _, p := range c.prefixes() {
+			if _, err := g.AcquireSpecificChildPrefix(ctx, bestFitParent.String(), p.String()); err != nil {
 				b.Fatal(err)
 			}
 		}
-		bestFitGoIPAMFilled[n] = g
+		bestFitGoIPAMFilled[c] = g
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -118,14 +149,11 @@ func bestFitGoIPAM(b *testing.B, n, bits int) {
 // bestFitNetipx keeps the free space as an IPSet and takes a free prefix
 // of the length with IPSet.RemoveFreePrefix, as Nephio's in-cluster
 // backend does.
-func bestFitNetipx(b *testing.B, n, bits int) {
+func bestFitNetipx(b *testing.B, c children, bits int) {
 	var free netipx.IPSetBuilder
 	free.AddPrefix(bestFitParent)
-	c := bestFitParent.Addr()
-	for range n {
-		p := netip.PrefixFrom(c, 24)
+	for _, p := range c.prefixes() {
 		free.RemovePrefix(p)
-		c = netipx.PrefixLastIP(p).Next()
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

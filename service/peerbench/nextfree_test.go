@@ -3,20 +3,24 @@ package peerbench
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
+	"slices"
 	"testing"
 
 	goipam "github.com/metal-stack/go-ipam"
 	"go4.org/netipx"
+	"k8s.io/kubernetes/pkg/registry/core/service/allocator"
 
 	"github.com/nephio-project/ipam/service/ipam"
 )
 
-// The next-free workload: a /16 network filled from its lowest address to
-// fill percent; each operation acquires the next free address and
-// releases it, so the fill stays and every acquire pays the search at
-// that fill (acquire-then-release on an empty prefix hides O(N) costs).
+// The next-free workload: a /16 network filled to a percentage, from its
+// lowest address or scattered; each operation acquires the next free
+// address and releases it, so the fill stays and every acquire pays the
+// search at that fill (acquire-then-release on an empty prefix hides O(N)
+// costs).
 // With -short (the smoke run of make test) the network is a /24: go-ipam
 // copies its address map on every acquire, so filling a /16 takes it
 // minutes.
@@ -27,20 +31,62 @@ func nextFreeNet() netip.Prefix {
 	return netip.MustParsePrefix("10.0.0.0/16")
 }
 
-var fills = []int{0, 50, 99}
+// fill is a next-free layout: the percentage of the network taken, and
+// whether the taken addresses are its lowest ones or scattered (what
+// churn leaves: a pseudo-random set, the same for every implementation).
+type fill struct {
+	pct       int
+	scattered bool
+}
 
-// filled is how many addresses of the network a fill percent takes.
-func filled(fill int) int { return (1 << (32 - nextFreeNet().Bits())) * fill / 100 }
+func (f fill) String() string {
+	if f.scattered {
+		return fmt.Sprintf("fill=%d,scattered", f.pct)
+	}
+	return fmt.Sprintf("fill=%d", f.pct)
+}
+
+var fills = []fill{{0, false}, {50, false}, {99, false}, {50, true}, {99, true}}
+
+// held returns the addresses a fill takes: besides the network and
+// broadcast addresses, which every implementation reserves, its share of
+// the network, from the lowest address or scattered.
+func (f fill) held() []netip.Addr {
+	pfx := nextFreeNet()
+	size := 1 << (32 - pfx.Bits())
+	n := max(size*f.pct/100-2, 0)
+	offs := make([]int, size-2)
+	for i := range offs {
+		offs[i] = i + 1
+	}
+	if f.scattered {
+		r := rand.New(rand.NewPCG(1, 2))
+		r.Shuffle(len(offs), func(i, j int) { offs[i], offs[j] = offs[j], offs[i] })
+		offs = offs[:n]
+		slices.Sort(offs)
+	} else {
+		offs = offs[:n]
+	}
+	base := pfx.Addr().As4()
+	out := make([]netip.Addr, len(offs))
+	for i, o := range offs {
+		a := base
+		a[2], a[3] = base[2]+byte(o>>8), byte(o)
+		out[i] = netip.AddrFrom4(a)
+	}
+	return out
+}
 
 func BenchmarkNextFree(b *testing.B) {
-	for _, fill := range fills {
-		b.Run(fmt.Sprintf("fill=%d/ours", fill), func(b *testing.B) { nextFreeOurs(b, fill) })
-		b.Run(fmt.Sprintf("fill=%d/go-ipam", fill), func(b *testing.B) { nextFreeGoIPAM(b, fill) })
-		b.Run(fmt.Sprintf("fill=%d/netipx", fill), func(b *testing.B) { nextFreeNetipx(b, fill) })
+	for _, f := range fills {
+		b.Run(f.String()+"/ours", func(b *testing.B) { nextFreeOurs(b, f) })
+		b.Run(f.String()+"/go-ipam", func(b *testing.B) { nextFreeGoIPAM(b, f) })
+		b.Run(f.String()+"/netipx", func(b *testing.B) { nextFreeNetipx(b, f) })
+		b.Run(f.String()+"/k8s-bitmap", func(b *testing.B) { nextFreeK8s(b, f) })
 	}
 }
 
-func nextFreeOurs(b *testing.B, fill int) {
+func nextFreeOurs(b *testing.B, f fill) {
 	ctx := context.Background()
 	a := ipam.New()
 	key := func(name string) ipam.Key { return ipam.Key{Owner: "bench", Name: name} }
@@ -51,10 +97,11 @@ func nextFreeOurs(b *testing.B, fill int) {
 		b.Fatal(err)
 	}
 	sel := ipam.Labels{ipam.LabelNetworkInstance: "v", ipam.LabelNetworkName: "net"}
-	// The network and broadcast addresses are reserved: fill what is left.
+	// Each taken address is asked for by its address (a static request).
 	req := ipam.SyncRequest{Owner: "fill"}
-	for i := range max(filled(fill)-2, 0) {
-		req.Allocations = append(req.Allocations, ipam.Allocation{Key: ipam.Key{Name: fmt.Sprint("f", i)}, Selector: sel})
+	for i, a := range f.held() {
+		req.Allocations = append(req.Allocations, ipam.Allocation{Key: ipam.Key{Name: fmt.Sprint("f", i)}, Selector: sel,
+			Prefix: netip.PrefixFrom(a, nextFreeNet().Bits())})
 	}
 	if _, err := a.Sync(ctx, req); err != nil {
 		b.Fatal(err)
@@ -76,16 +123,16 @@ func nextFreeOurs(b *testing.B, fill int) {
 // runs several times with a growing b.N, and go-ipam copies its address
 // map on every acquire, so filling a /16 takes it minutes. The timed loop
 // leaves the fill as it found it.
-var goIPAMFilled = map[int]struct {
+var goIPAMFilled = map[fill]struct {
 	ipam goipam.Ipamer
 	cidr string
 }{}
 
-func nextFreeGoIPAM(b *testing.B, fill int) {
+func nextFreeGoIPAM(b *testing.B, f fill) {
 	ctx := context.Background()
-	st, ok := goIPAMFilled[fill]
-	if !ok && fill > 50 && !testing.Short() && os.Getenv("PEERBENCH_FULL") == "" {
-		b.Skip("filling go-ipam's /16 beyond half takes it over 15 minutes on 2 cores (its acquire copies the address map); PEERBENCH_FULL=1 runs it")
+	st, ok := goIPAMFilled[f]
+	if !ok && (f.pct > 50 || f.scattered) && !testing.Short() && os.Getenv("PEERBENCH_FULL") == "" {
+		b.Skip("filling go-ipam's /16 beyond half, or half again scattered, takes it over 15 minutes on 2 cores (its acquire copies the address map); PEERBENCH_FULL=1 runs it")
 	}
 	if !ok {
 		g := goipam.New(ctx)
@@ -94,13 +141,13 @@ func nextFreeGoIPAM(b *testing.B, fill int) {
 			b.Fatal(err)
 		}
 		// go-ipam hands out neither the network nor the broadcast address.
-		for range max(filled(fill)-2, 0) {
-			if _, err := g.AcquireIP(ctx, p.Cidr); err != nil {
+		for _, a := range f.held() {
+			if _, err := g.AcquireSpecificIP(ctx, p.Cidr, a.String()); err != nil {
 				b.Fatal(err)
 			}
 		}
 		st.ipam, st.cidr = g, p.Cidr
-		goIPAMFilled[fill] = st
+		goIPAMFilled[f] = st
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -117,16 +164,14 @@ func nextFreeGoIPAM(b *testing.B, fill int) {
 
 // nextFreeNetipx keeps the free space as an IPSet and takes the first
 // address of its first range, as a free-space search over netipx does.
-func nextFreeNetipx(b *testing.B, fill int) {
+func nextFreeNetipx(b *testing.B, f fill) {
 	pfx := nextFreeNet()
 	var free netipx.IPSetBuilder
 	free.AddPrefix(pfx)
 	free.Remove(pfx.Addr())
 	free.Remove(netipx.PrefixLastIP(pfx))
-	a := pfx.Addr().Next()
-	for range max(filled(fill)-2, 0) {
+	for _, a := range f.held() {
 		free.Remove(a)
-		a = a.Next()
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -142,5 +187,43 @@ func nextFreeNetipx(b *testing.B, fill int) {
 		got := rs[0].From()
 		free.Remove(got)
 		free.Add(got)
+	}
+}
+
+// k8sBitmap is Kubernetes' service-IP allocator over a network: the bitmap
+// of pkg/registry/core/service/allocator that ipallocator.Range wraps,
+// offset i being the address after the network address plus i, so that
+// neither the network nor the broadcast address is handed out.
+func k8sBitmap() *allocator.AllocationBitmap {
+	pfx := nextFreeNet()
+	return allocator.NewAllocationMap(1<<(32-pfx.Bits())-2, pfx.String())
+}
+
+// k8sOffset is the bitmap offset of a.
+func k8sOffset(a netip.Addr) int {
+	b, base := a.As4(), nextFreeNet().Addr().As4()
+	return (int(b[2])-int(base[2]))<<8 + int(b[3]) - int(base[3]) - 1
+}
+
+// nextFreeK8s takes the next free address as Kubernetes' service-IP
+// allocator does (AllocateNext: a random start, then the next clear bit)
+// and releases it.
+func nextFreeK8s(b *testing.B, f fill) {
+	m := k8sBitmap()
+	for _, a := range f.held() {
+		if ok, err := m.Allocate(k8sOffset(a)); !ok || err != nil {
+			b.Fatal(a, ok, err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		off, ok, err := m.AllocateNext()
+		if !ok || err != nil {
+			b.Fatal("full", err)
+		}
+		if err := m.Release(off); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

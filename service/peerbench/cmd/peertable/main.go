@@ -15,14 +15,19 @@ import (
 	"text/tabwriter"
 )
 
-// Result is one benchmark line: workload/impl and its ns/op.
+// Result is one measurement of a benchmark line: workload/impl and its
+// value, ns/op or, for the row "<workload> heap", the heap-B/alloc metric.
 type Result struct {
 	Workload, Impl string
-	NsPerOp        float64
+	Value          float64
 }
 
+// heapSuffix names the row of a workload's heap-B/alloc metric.
+const heapSuffix = " heap"
+
 // parse reads the benchmark lines of out. A benchmark is named
-// Benchmark<Workload>/<params>/<impl>[-procs].
+// Benchmark<Workload>/<params>/<impl>[-procs]; a heap-B/alloc metric on
+// its line becomes a row of its own.
 func parse(r io.Reader) ([]Result, error) {
 	var out []Result
 	sc := bufio.NewScanner(r)
@@ -43,7 +48,18 @@ func parse(r io.Reader) ([]Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f[0], err)
 		}
-		out = append(out, Result{Workload: strings.ReplaceAll(name[:i], "/", " "), Impl: name[i+1:], NsPerOp: ns})
+		wl, impl := strings.ReplaceAll(name[:i], "/", " "), name[i+1:]
+		out = append(out, Result{Workload: wl, Impl: impl, Value: ns})
+		for j := 4; j+1 < len(f); j += 2 {
+			if f[j+1] != "heap-B/alloc" {
+				continue
+			}
+			v, err := strconv.ParseFloat(f[j], 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", f[0], err)
+			}
+			out = append(out, Result{Workload: wl + heapSuffix, Impl: impl, Value: v})
+		}
 	}
 	return out, sc.Err()
 }
@@ -60,17 +76,21 @@ func table(w io.Writer, results []Result) error {
 		if r.Impl != "ours" && !slices.Contains(peers, r.Impl) {
 			peers = append(peers, r.Impl)
 		}
-		by[[2]string{r.Workload, r.Impl}] = r.NsPerOp
+		by[[2]string{r.Workload, r.Impl}] = r.Value
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "workload\tours\t%s\tours vs fastest peer\t\n", strings.Join(peers, "\t"))
 	for _, wl := range workloads {
+		unit := cell
+		if strings.HasSuffix(wl, heapSuffix) {
+			unit = bytesPerAlloc
+		}
 		ours, ok := by[[2]string{wl, "ours"}]
-		row := []string{wl, cell(ours, ok)}
+		row := []string{wl, unit(ours, ok)}
 		best := 0.0
 		for _, p := range peers {
 			v, ok := by[[2]string{wl, p}]
-			row = append(row, cell(v, ok))
+			row = append(row, unit(v, ok))
 			if ok && (best == 0 || v < best) {
 				best = v
 			}
@@ -84,6 +104,15 @@ func table(w io.Writer, results []Result) error {
 	return tw.Flush()
 }
 
+// bytesPerAlloc writes a heap-B/alloc value.
+func bytesPerAlloc(v float64, ok bool) string {
+	if !ok {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f B/alloc", v)
+}
+
+// cell writes a time per operation.
 func cell(ns float64, ok bool) string {
 	if !ok {
 		return "-"

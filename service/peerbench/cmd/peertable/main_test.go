@@ -11,9 +11,11 @@ func TestTable(t *testing.T) {
 		"BenchmarkNextFree/fill=50/go-ipam-2\t 2000\t 6360000 ns/op\n" +
 		"BenchmarkNextFree/fill=50/netipx-2 \t 2000\t 31800 ns/op\n" +
 		"BenchmarkNextFree/fill=0/ours-2    \t 2000\t 500 ns/op\n" +
+		"BenchmarkRestart/allocs=10k/ours-2 \t 100\t 10712016 ns/op\t 49.79 heap-B/alloc\t 4160135 B/op\n" +
+		"BenchmarkRestart/allocs=10k/go-ipam-2\t 100\t 13268532 ns/op\t 59.73 heap-B/alloc\n" +
 		"PASS\n"
 	res, err := parse(strings.NewReader(in))
-	if err != nil || len(res) != 4 || res[1] != (Result{"NextFree fill=50", "go-ipam", 6360000}) {
+	if err != nil || len(res) != 8 || res[1] != (Result{"NextFree fill=50", "go-ipam", 6360000}) {
 		t.Fatalf("parse: %+v, %v", res, err)
 	}
 	var b strings.Builder
@@ -21,7 +23,8 @@ func TestTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"go-ipam", "netipx", "6.4 ms", "31.8 µs", "10.0×", "NextFree fill=0"} {
+	for _, want := range []string{"go-ipam", "netipx", "6.4 ms", "31.8 µs", "10.0×", "NextFree fill=0",
+		"Restart allocs=10k heap", "50 B/alloc", "60 B/alloc", "1.2×"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

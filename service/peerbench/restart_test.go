@@ -1,0 +1,197 @@
+package peerbench
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"testing"
+
+	goipam "github.com/metal-stack/go-ipam"
+	"k8s.io/kubernetes/pkg/registry/core/service/allocator"
+
+	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/service/store/record"
+)
+
+// The restart workload: a /16 network holding restartAllocs addresses,
+// saved, then restored into a fresh instance; one operation is the
+// restore. Ours saves its snapshot in the store's record encoding and
+// restores by decoding and applying it (what the file store does, without
+// the disk and its parallel decoding); go-ipam saves with Dump and restores with Load (the JSON of
+// its memory backend); Kubernetes' service-IP bitmap saves with Snapshot
+// and restores with Restore (a bitmap: it keeps no names, so its heap is
+// a bit per address of the network). netipx keeps no state of its own to
+// restore. Each
+// also reports heap-B/alloc: the live heap of the restored instance per
+// allocation.
+func restartAllocs() int {
+	if testing.Short() {
+		return 100
+	}
+	return 10_000
+}
+
+func BenchmarkRestart(b *testing.B) {
+	name := fmt.Sprintf("allocs=%dk", restartAllocs()/1000)
+	if restartAllocs() < 1000 {
+		name = fmt.Sprintf("allocs=%d", restartAllocs())
+	}
+	b.Run(name+"/ours", restartOurs)
+	b.Run(name+"/go-ipam", restartGoIPAM)
+	b.Run(name+"/k8s-bitmap", restartK8s)
+}
+
+// liveHeap returns the live heap after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+func restartOurs(b *testing.B) {
+	ctx := context.Background()
+	src := ipam.New()
+	key := func(name string) ipam.Key { return ipam.Key{Owner: "bench", Name: name} }
+	if _, err := src.Sync(ctx, ipam.SyncRequest{Owner: "bench",
+		NetworkInstances: []ipam.NetworkInstance{{Key: key("v"), Prefixes: []ipam.VRFPrefix{{Prefix: netip.MustParsePrefix("10.0.0.0/8")}}}},
+		Prefixes:         []ipam.Prefix{{Key: key("net"), NetworkInstance: "v", Prefix: netip.MustParsePrefix("10.0.0.0/16"), Network: "net"}},
+	}); err != nil {
+		b.Fatal(err)
+	}
+	sel := ipam.Labels{ipam.LabelNetworkInstance: "v", ipam.LabelNetworkName: "net"}
+	req := ipam.SyncRequest{Owner: "pkg"}
+	for i := range restartAllocs() {
+		req.Allocations = append(req.Allocations, ipam.Allocation{Key: ipam.Key{Namespace: "default", Name: fmt.Sprint("a", i)}, Selector: sel})
+	}
+	if _, err := src.Sync(ctx, req); err != nil {
+		b.Fatal(err)
+	}
+	// The saved state: length-prefixed records.
+	var saved []byte
+	for _, r := range src.Snapshot(nil) {
+		rec := record.Append(nil, &r)
+		saved = binary.AppendUvarint(saved, uint64(len(rec)))
+		saved = append(saved, rec...)
+	}
+	src = nil
+	var kept *ipam.Allocator
+	var heap float64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		before := uint64(0)
+		if kept == nil {
+			b.StopTimer()
+			before = liveHeap()
+			b.StartTimer()
+		}
+		// As the file store restores: one Decoder (it shares repeated
+		// strings and label maps) taking allocation records from a slab.
+		var d record.Decoder
+		d.UseSlab(make([]ipam.AllocationRecord, restartAllocs()))
+		recs := make([]ipam.Record, 0, restartAllocs()+4)
+		for rest := saved; len(rest) > 0; {
+			n, w := binary.Uvarint(rest)
+			r, err := d.Decode(rest[w : w+int(n)])
+			if err != nil {
+				b.Fatal(err)
+			}
+			recs = append(recs, r)
+			rest = rest[w+int(n):]
+		}
+		a := ipam.New()
+		if err := a.Apply(recs); err != nil {
+			b.Fatal(err)
+		}
+		if kept == nil {
+			b.StopTimer()
+			runtime.KeepAlive(recs) // the records are garbage from here
+			heap = float64(liveHeap()-before) / float64(restartAllocs())
+			kept = a
+			b.StartTimer()
+		}
+	}
+	b.ReportMetric(heap, "heap-B/alloc")
+	runtime.KeepAlive(kept)
+}
+
+func restartGoIPAM(b *testing.B) {
+	ctx := context.Background()
+	src := goipam.New(ctx)
+	p, err := src.NewPrefix(ctx, "10.0.0.0/16")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range restartAllocs() {
+		if _, err := src.AcquireIP(ctx, p.Cidr); err != nil {
+			b.Fatal(err)
+		}
+	}
+	saved, err := src.Dump(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	src = nil
+	var kept goipam.Ipamer
+	var heap float64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		before := uint64(0)
+		if kept == nil {
+			b.StopTimer()
+			before = liveHeap()
+			b.StartTimer()
+		}
+		g := goipam.New(ctx)
+		if err := g.Load(ctx, saved); err != nil {
+			b.Fatal(err)
+		}
+		if kept == nil {
+			b.StopTimer()
+			heap = float64(liveHeap()-before) / float64(restartAllocs())
+			kept = g
+			b.StartTimer()
+		}
+	}
+	b.ReportMetric(heap, "heap-B/alloc")
+	runtime.KeepAlive(kept)
+}
+
+func restartK8s(b *testing.B) {
+	src := k8sBitmap()
+	for range restartAllocs() {
+		if _, ok, err := src.AllocateNext(); !ok || err != nil {
+			b.Fatal("full", err)
+		}
+	}
+	spec, saved := src.Snapshot()
+	src = nil
+	var kept *allocator.AllocationBitmap
+	var heap float64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		before := uint64(0)
+		if kept == nil {
+			b.StopTimer()
+			before = liveHeap()
+			b.StartTimer()
+		}
+		m := k8sBitmap()
+		if err := m.Restore(spec, saved); err != nil {
+			b.Fatal(err)
+		}
+		if kept == nil {
+			b.StopTimer()
+			heap = float64(liveHeap()-before) / float64(restartAllocs())
+			kept = m
+			b.StartTimer()
+		}
+	}
+	b.ReportMetric(heap, "heap-B/alloc")
+	runtime.KeepAlive(kept)
+}
