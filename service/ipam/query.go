@@ -235,24 +235,20 @@ func (a *Allocator) ListAllocationsPage(f Filter, after *Key, limit int) ([]Allo
 // Tree returns the prefix hierarchy of a network instance in prefix order
 // (IPv4 first), each node with its depth and utilization.
 func (a *Allocator) Tree(name string) ([]TreeNode, error) {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	v := a.vrfs[name]
-	if v == nil {
-		return nil, errf(ErrNotFound, ObjNetworkInstance, Key{Name: name}, "", "not found")
-	}
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	nodes := make([]*node, 0, len(v.nodes))
-	for _, n := range v.nodes {
-		nodes = append(nodes, n)
-	}
-	slices.SortFunc(nodes, func(x, y *node) int { return comparePrefix(x.prefix, y.prefix) })
-	out := make([]TreeNode, 0, len(nodes))
-	for _, n := range nodes {
-		out = append(out, v.treeNode(n))
-	}
-	return out, nil
+	var out []TreeNode
+	err := a.readVRF(name, func(v *vrf) error {
+		nodes := make([]*node, 0, len(v.nodes))
+		for _, n := range v.nodes {
+			nodes = append(nodes, n)
+		}
+		slices.SortFunc(nodes, func(x, y *node) int { return comparePrefix(x.prefix, y.prefix) })
+		out = make([]TreeNode, 0, len(nodes))
+		for _, n := range nodes {
+			out = append(out, v.treeNode(n))
+		}
+		return nil
+	})
+	return out, err
 }
 
 // treeNode is n as a node of the tree: its depth, declarer and

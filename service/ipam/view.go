@@ -28,21 +28,36 @@ func (a *Allocator) OwnerOf(owner string) OwnerInfo {
 	return os.info
 }
 
-// Node returns prefix p of network instance name as a node of its tree.
-func (a *Allocator) Node(name string, p netip.Prefix) (TreeNode, error) {
+// readVRF calls fn with network instance name read-locked.
+func (a *Allocator) readVRF(name string, fn func(v *vrf) error) error {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	v := a.vrfs[name]
 	if v == nil {
-		return TreeNode{}, errf(ErrNotFound, ObjNetworkInstance, Key{Name: name}, "", "not found")
+		return errf(ErrNotFound, ObjNetworkInstance, Key{Name: name}, "", "not found")
 	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	n := v.nodes[p.Masked()]
-	if n == nil {
-		return TreeNode{}, errf(ErrNotFound, ObjPrefix, Key{Name: p.String()}, "", "no prefix %s in network instance %s", p, Quote(name))
-	}
-	return v.treeNode(n), nil
+	return fn(v)
+}
+
+// readNode calls fn with prefix p of network instance name read-locked.
+func (a *Allocator) readNode(name string, p netip.Prefix, fn func(v *vrf, n *node)) error {
+	return a.readVRF(name, func(v *vrf) error {
+		n := v.nodes[p.Masked()]
+		if n == nil {
+			return errf(ErrNotFound, ObjPrefix, Key{Name: p.String()}, "", "no prefix %s in network instance %s", p, Quote(name))
+		}
+		fn(v, n)
+		return nil
+	})
+}
+
+// Node returns prefix p of network instance name as a node of its tree.
+func (a *Allocator) Node(name string, p netip.Prefix) (TreeNode, error) {
+	var tn TreeNode
+	err := a.readNode(name, p, func(v *vrf, n *node) { tn = v.treeNode(n) })
+	return tn, err
 }
 
 // FreeBlocks returns the first limit free blocks of prefix p of network
@@ -50,18 +65,15 @@ func (a *Allocator) Node(name string, p netip.Prefix) (TreeNode, error) {
 // aggregate or pool is a free CIDR; one of a network or loopback is a span
 // of free addresses (reserved and excluded ones count as held).
 func (a *Allocator) FreeBlocks(name string, p netip.Prefix, limit int) ([]AddrRange, bool, error) {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	v := a.vrfs[name]
-	if v == nil {
-		return nil, false, errf(ErrNotFound, ObjNetworkInstance, Key{Name: name}, "", "not found")
-	}
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	n := v.nodes[p.Masked()]
-	if n == nil {
-		return nil, false, errf(ErrNotFound, ObjPrefix, Key{Name: p.String()}, "", "no prefix %s in network instance %s", p, Quote(name))
-	}
+	var out []AddrRange
+	more := false
+	err := a.readNode(name, p, func(_ *vrf, n *node) { out, more = n.freeBlocks(limit) })
+	return out, more, err
+}
+
+// freeBlocks returns the first limit free blocks of n and whether more
+// follow (see FreeBlocks).
+func (n *node) freeBlocks(limit int) ([]AddrRange, bool) {
 	var out []AddrRange
 	more := false
 	add := func(r AddrRange) bool {
@@ -74,26 +86,30 @@ func (a *Allocator) FreeBlocks(name string, p netip.Prefix, limit int) ([]AddrRa
 	}
 	if !n.isBitmap() {
 		n.space.Ascend(func(free netip.Prefix) bool { return add(AddrRange{Start: free.Addr(), End: lastAddr(free)}) })
-		return out, more, nil
+		return out, more
 	}
 	base, last := n.prefix.Addr(), n.addrs.Last()
 	from := uint64(0)
 	emit := func(lo, hi uint64) bool {
 		return lo > hi || add(AddrRange{Start: addOffset(base, lo), End: addOffset(base, hi)})
 	}
-	stopped := false
+	stopped, atEnd := false, false
 	n.addrs.Ascend(0, last, func(off uint64) bool {
 		if off > from && !emit(from, off-1) {
 			stopped = true
 			return false
 		}
+		if off == last {
+			atEnd = true
+			return false
+		}
 		from = off + 1
-		return from != 0
+		return true
 	})
-	if !stopped && from != 0 && from <= last {
+	if !stopped && !atEnd {
 		emit(from, last)
 	}
-	return out, more, nil
+	return out, more
 }
 
 // PrefixAllocations returns, in address order, up to limit allocations of
@@ -101,15 +117,17 @@ func (a *Allocator) FreeBlocks(name string, p netip.Prefix, limit int) ([]AddrRa
 // after after (invalid: from the first), and whether more follow. It
 // scans the network instance's allocations but keeps only a page.
 func (a *Allocator) PrefixAllocations(name string, p netip.Prefix, after netip.Addr, limit int) ([]AllocationRecord, bool, error) {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	v := a.vrfs[name]
-	if v == nil {
-		return nil, false, errf(ErrNotFound, ObjNetworkInstance, Key{Name: name}, "", "not found")
-	}
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	p = p.Masked()
+	var out []AllocationRecord
+	more := false
+	err := a.readVRF(name, func(v *vrf) error {
+		out, more = v.prefixAllocations(p.Masked(), after, limit)
+		return nil
+	})
+	return out, more, err
+}
+
+// prefixAllocations is PrefixAllocations in v.
+func (v *vrf) prefixAllocations(p netip.Prefix, after netip.Addr, limit int) ([]AllocationRecord, bool) {
 	page := &addrPage{limit: limit + 1}
 	for _, t := range v.tables {
 		for i := range t.Len() {
@@ -131,7 +149,7 @@ func (a *Allocator) PrefixAllocations(name string, p netip.Prefix, after netip.A
 		o := x.t.at(x.i)
 		out = append(out, AllocationRecord{Allocation: cloneAlloc(o.request()), Result: o.result()})
 	}
-	return out, more, nil
+	return out, more
 }
 
 // start is the first address an allocation holds (a sub-prefix's address).

@@ -29,6 +29,7 @@ func viewFixture(t testing.TB, n int) *ipam.Allocator {
 			{Key: key("static-a"), NetworkInstance: "vpc-1", Prefix: netip.MustParsePrefix("10.0.1.10/24"), Network: "net1"},
 			{Key: key("pool"), NetworkInstance: "vpc-1", Kind: ipam.KindPool, Prefix: netip.MustParsePrefix("10.8.0.0/16"),
 				Labels: ipam.Labels{"role": "pods"}},
+			{Key: key("lo"), NetworkInstance: "vpc-1", Kind: ipam.KindLoopback, Prefix: netip.MustParsePrefix("10.255.0.0/30")},
 		}}
 	if _, err := a.Sync(ctx, infra); err != nil {
 		t.Fatal(err)
@@ -89,6 +90,7 @@ func TestFreeBlocks(t *testing.T) {
 		{"10.0.1.0/24", 10, []string{"10.0.1.5-10.0.1.9", "10.0.1.11-10.0.1.254"}, false},
 		{"10.0.1.0/24", 1, []string{"10.0.1.5-10.0.1.9"}, true},
 		{"10.8.0.0/16", 2, []string{"10.8.1.0-10.8.1.255", "10.8.2.0-10.8.3.255"}, true},
+		{"10.255.0.0/30", 2, []string{"10.255.0.0-10.255.0.3"}, false}, // nothing held
 	} {
 		got, more, err := a.FreeBlocks("vpc-1", netip.MustParsePrefix(tc.prefix), tc.limit)
 		if err != nil {

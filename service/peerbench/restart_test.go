@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	goipam "github.com/metal-stack/go-ipam"
-	"k8s.io/kubernetes/pkg/registry/core/service/allocator"
 
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/store/record"
@@ -41,6 +40,30 @@ func BenchmarkRestart(b *testing.B) {
 	b.Run(name+"/ours", restartOurs)
 	b.Run(name+"/go-ipam", restartGoIPAM)
 	b.Run(name+"/k8s-bitmap", restartK8s)
+}
+
+// timeRestores times b.N restores and reports the live heap per
+// allocation of the first restored instance as heap-B/alloc.
+func timeRestores(b *testing.B, restore func() any) {
+	var kept any
+	var heap float64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if kept != nil {
+			restore()
+			continue
+		}
+		b.StopTimer()
+		before := liveHeap()
+		b.StartTimer()
+		kept = restore()
+		b.StopTimer()
+		heap = float64(liveHeap()-before) / float64(restartAllocs())
+		b.StartTimer()
+	}
+	b.ReportMetric(heap, "heap-B/alloc")
+	runtime.KeepAlive(kept)
 }
 
 // liveHeap returns the live heap after a collection.
@@ -77,17 +100,7 @@ func restartOurs(b *testing.B) {
 		saved = append(saved, rec...)
 	}
 	src = nil
-	var kept *ipam.Allocator
-	var heap float64
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		before := uint64(0)
-		if kept == nil {
-			b.StopTimer()
-			before = liveHeap()
-			b.StartTimer()
-		}
+	timeRestores(b, func() any {
 		// As the file store restores: one Decoder (it shares repeated
 		// strings and label maps) taking allocation records from a slab.
 		var d record.Decoder
@@ -106,16 +119,8 @@ func restartOurs(b *testing.B) {
 		if err := a.Apply(recs); err != nil {
 			b.Fatal(err)
 		}
-		if kept == nil {
-			b.StopTimer()
-			runtime.KeepAlive(recs) // the records are garbage from here
-			heap = float64(liveHeap()-before) / float64(restartAllocs())
-			kept = a
-			b.StartTimer()
-		}
-	}
-	b.ReportMetric(heap, "heap-B/alloc")
-	runtime.KeepAlive(kept)
+		return a
+	})
 }
 
 func restartGoIPAM(b *testing.B) {
@@ -135,30 +140,13 @@ func restartGoIPAM(b *testing.B) {
 		b.Fatal(err)
 	}
 	src = nil
-	var kept goipam.Ipamer
-	var heap float64
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		before := uint64(0)
-		if kept == nil {
-			b.StopTimer()
-			before = liveHeap()
-			b.StartTimer()
-		}
+	timeRestores(b, func() any {
 		g := goipam.New(ctx)
 		if err := g.Load(ctx, saved); err != nil {
 			b.Fatal(err)
 		}
-		if kept == nil {
-			b.StopTimer()
-			heap = float64(liveHeap()-before) / float64(restartAllocs())
-			kept = g
-			b.StartTimer()
-		}
-	}
-	b.ReportMetric(heap, "heap-B/alloc")
-	runtime.KeepAlive(kept)
+		return g
+	})
 }
 
 func restartK8s(b *testing.B) {
@@ -170,28 +158,11 @@ func restartK8s(b *testing.B) {
 	}
 	spec, saved := src.Snapshot()
 	src = nil
-	var kept *allocator.AllocationBitmap
-	var heap float64
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		before := uint64(0)
-		if kept == nil {
-			b.StopTimer()
-			before = liveHeap()
-			b.StartTimer()
-		}
+	timeRestores(b, func() any {
 		m := k8sBitmap()
 		if err := m.Restore(spec, saved); err != nil {
 			b.Fatal(err)
 		}
-		if kept == nil {
-			b.StopTimer()
-			heap = float64(liveHeap()-before) / float64(restartAllocs())
-			kept = m
-			b.StartTimer()
-		}
-	}
-	b.ReportMetric(heap, "heap-B/alloc")
-	runtime.KeepAlive(kept)
+		return m
+	})
 }
