@@ -18,4 +18,7 @@ var targets = []Target{
 	{ID: "W7", Match: "W7RenderRatio", Unit: "ratio", Cmp: AtMost, Value: 2},
 	{ID: "W8", Match: "W8MixedLoad", Unit: "calls/s", Cmp: AtLeast, Value: 5000},
 	{ID: "W8", Match: "W8MixedLoad", Unit: "p99-ms", Cmp: AtMost, Value: 50},
+	{ID: "E1", Match: "E1EtcdGroupCommit/vrfs=1", Unit: "etcd-allocs/s", Cmp: AtLeast, Value: 5000},
+	{ID: "E1", Match: "E1EtcdGroupCommit/vrfs=8", Unit: "etcd-allocs/s", Cmp: AtLeast, Value: 8000},
+	{ID: "E1", Match: "E1EtcdGroupCommit", Unit: "ratio", Cmp: AtLeast, Value: 0.25},
 }

@@ -120,3 +120,43 @@ func BenchmarkEtcdSnapshots(b *testing.B) {
 	}
 	b.ReportMetric(float64(readLayout(b, cli, "/snap-off/").logKeys), "off-log-keys")
 }
+
+// BenchmarkE1EtcdGroupCommit has 64 clients allocate addresses through three
+// replicas on a three-member etcd, in (a) one network instance and (b)
+// eight (client g in vrf-(g mod 8)), and, in the same run, through one
+// server on the file store with the same network instances (fsync on
+// everywhere). It reports durable allocations per second of each and
+// their ratio (etcd over file).
+func BenchmarkE1EtcdGroupCommit(b *testing.B) {
+	for _, vrfs := range []int{1, 8} {
+		b.Run(fmt.Sprint("vrfs=", vrfs), func(b *testing.B) {
+			c := startCluster(b, 3)
+			var etcdConns []ipamv1.IPAMClient
+			for range 3 {
+				s := servertest.Start(b, server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: "/bench/"}, false)
+				etcdConns = append(etcdConns, s.Client(b))
+			}
+			seedVRFs(b, etcdConns[0], vrfs)
+			fs := servertest.Start(b, server.Config{Store: "file", DataDir: b.TempDir()}, false)
+			fileConns := []ipamv1.IPAMClient{fs.Client(b)}
+			seedVRFs(b, fileConns[0], vrfs)
+			const clients, perClient = 64, 8
+			loadVRFs(b, etcdConns, vrfs, clients, perClient, "warm")
+			loadVRFs(b, fileConns, vrfs, clients, perClient, "warm")
+			var etcdTime, fileTime time.Duration
+			n, round := 0, 0
+			for b.Loop() {
+				d, _ := loadVRFs(b, etcdConns, vrfs, clients, perClient, fmt.Sprint("r", round))
+				etcdTime += d
+				d, _ = loadVRFs(b, fileConns, vrfs, clients, perClient, fmt.Sprint("r", round))
+				fileTime += d
+				n += clients * perClient
+				round++
+			}
+			etcdRate, fileRate := float64(n)/etcdTime.Seconds(), float64(n)/fileTime.Seconds()
+			b.ReportMetric(etcdRate, "etcd-allocs/s")
+			b.ReportMetric(fileRate, "file-allocs/s")
+			b.ReportMetric(etcdRate/fileRate, "ratio")
+		})
+	}
+}

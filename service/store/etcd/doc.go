@@ -13,6 +13,14 @@
 //     gzipped past 1 KiB) under PREFIX/log/<sequence>. A Sync batch is one
 //     entry, so it is atomic; an entry over etcd's request limit is refused
 //     with InvalidArgument, not retried.
+//   - Group commit (group.go): the commits of one replica waiting at the
+//     same moment (mutations of different network instances and owners,
+//     whose locks are disjoint) share that transaction, each its own log
+//     entry, up to MaxBatchBytes; the head moves past all of them at
+//     once. The transaction succeeds or fails for all: a refused one rolls
+//     each mutation back and each retries as below. Other replicas apply
+//     the entries of one revision one by one and count the revision as
+//     applied after its last entry.
 //   - If the head moved (another replica committed first), the transaction
 //     puts nothing and the allocator rolls the mutation back (ipam.ErrStale);
 //     CatchUp waits until the watch has applied the head's revision, and the
@@ -35,7 +43,8 @@
 // prefixes. No lease and no leader election is used: the compare on the
 // head is the only arbiter, and a killed replica holds nothing others wait
 // for. Writes are serialized through the one head key (one transaction in
-// flight per replica); per-VRF heads would let VRFs commit in parallel.
+// flight per replica, carrying every commit waiting meanwhile); per-VRF
+// heads would let replicas writing to different VRFs commit in parallel.
 //
 // # Snapshots and log truncation
 //

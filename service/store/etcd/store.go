@@ -14,7 +14,6 @@ import (
 
 	"github.com/nephio-project/ipam/service/ipam"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -95,6 +94,12 @@ type Store struct {
 	failed    error         // the allocator can no longer follow etcd
 
 	publish ipam.Journal // receives other replicas' entries once applied (nil: none)
+
+	// qmu guards the changes waiting to commit (see group.go) and whether
+	// one of them leads a transaction.
+	qmu     sync.Mutex
+	queue   []*commitReq
+	leading bool
 }
 
 // staleError is a refused or undecided commit: the allocator must reach
@@ -261,21 +266,35 @@ func (s *Store) watch(rev int64) (int64, error) {
 			s.log.Warn("etcd: watch interrupted; resuming", "revision", rev, "err", err)
 			return rev, nil
 		}
-		for _, ev := range wr.Events {
+		for i, ev := range wr.Events {
 			if ev.Type != mvccpb.PUT { // truncation deletes entries
 				continue
 			}
-			if err := s.applyEntry(ev.Kv); err != nil {
+			// A group commit puts several entries at one revision, all in
+			// one response.
+			lastOfRev := true
+			for _, next := range wr.Events[i+1:] {
+				if next.Type == mvccpb.PUT {
+					lastOfRev = next.Kv.ModRevision != ev.Kv.ModRevision
+					break
+				}
+			}
+			if err := s.applyEntry(ev.Kv, lastOfRev); err != nil {
 				return rev, err
 			}
-			rev = ev.Kv.ModRevision + 1
+			if lastOfRev {
+				rev = ev.Kv.ModRevision + 1
+			}
 		}
 	}
 	return rev, nil
 }
 
 // applyEntry applies one log entry unless the allocator already has it.
-func (s *Store) applyEntry(kv *mvccpb.KeyValue) error {
+// The applied revision moves on with the last entry of a revision (a
+// group commit writes several at one): until then no commit of this
+// replica can pass the compare on the head.
+func (s *Store) applyEntry(kv *mvccpb.KeyValue, lastOfRev bool) error {
 	s.mu.Lock() // waits for a commit in flight, which may be this entry
 	a, skip, last := s.a, kv.ModRevision <= s.applied, s.seq
 	s.mu.Unlock()
@@ -305,9 +324,12 @@ func (s *Store) applyEntry(kv *mvccpb.KeyValue) error {
 		return fmt.Errorf("store etcd: %s: %w", kv.Key, err)
 	}
 	s.mu.Lock()
-	s.applied, s.seq = kv.ModRevision, seq
-	close(s.advanced)
-	s.advanced = make(chan struct{})
+	s.seq = seq
+	if lastOfRev {
+		s.applied = kv.ModRevision
+		close(s.advanced)
+		s.advanced = make(chan struct{})
+	}
 	s.mu.Unlock()
 	return nil
 }
@@ -378,49 +400,6 @@ func (s *Store) fail(err error) {
 	close(s.advanced)
 	s.advanced = make(chan struct{})
 	s.mu.Unlock()
-}
-
-// Commit implements ipam.Committer: one transaction puts the records as the
-// next log entry if no other replica committed since this one caught up.
-func (s *Store) Commit(recs []ipam.Record) error {
-	val, err := encode(recs)
-	if err != nil {
-		return fmt.Errorf("store etcd: encoding: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failed != nil {
-		return &unavailableError{s.failed}
-	}
-	if s.reloading {
-		return &staleError{reloading: true}
-	}
-	next := s.seq + 1
-	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
-	defer cancel()
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(s.head), "=", s.applied)).
-		Then(clientv3.OpPut(s.head, strconv.FormatUint(next, 10)), clientv3.OpPut(s.logKey(next), string(val))).
-		Else(clientv3.OpGet(s.head)).
-		Commit()
-	if errors.Is(err, rpctypes.ErrRequestTooLarge) {
-		return &tooLargeError{bytes: len(val), records: len(recs)}
-	}
-	if err != nil {
-		return &staleError{cause: err}
-	}
-	if !resp.Succeeded {
-		var target int64
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			target = kvs[0].ModRevision
-		}
-		return &staleError{target: target}
-	}
-	s.applied, s.seq = resp.Header.Revision, next
-	if s.every > 0 && !s.closed && (next%uint64(s.every) == 0 || next-s.snapSeq >= 2*uint64(s.every)) {
-		s.startSnapshots()
-	}
-	return nil
 }
 
 // CatchUp implements ipam.Committer: it waits until the watch has applied

@@ -1,0 +1,173 @@
+package etcd_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/server"
+	"github.com/nephio-project/ipam/service/server/servertest"
+)
+
+// seedVRFs creates network instances vrf-0 … vrf-(n-1), each with an
+// aggregate 10.0.0.0/8 and a network net 10.0.0.0/20.
+func seedVRFs(t testing.TB, c ipamv1.IPAMClient, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for v := range n {
+		vrf := fmt.Sprint("vrf-", v)
+		k := func(name string) *ipamv1.Key { return &ipamv1.Key{Namespace: "default", Name: name} }
+		if _, err := c.Sync(ctx, &ipamv1.SyncRequest{Owner: "infra-" + vrf,
+			NetworkInstances: []*ipamv1.NetworkInstance{{Key: k(vrf)}},
+			Prefixes: []*ipamv1.Prefix{{Key: k(vrf + "-agg"), NetworkInstance: vrf, Kind: "aggregate", Prefix: "10.0.0.0/8"},
+				{Key: k(vrf + "-net"), NetworkInstance: vrf, Kind: "network", Prefix: "10.0.0.0/20", Network: "net"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// allocateIn allocates name in network instance vrf through conns,
+// starting at replica start and moving on while a replica answers
+// Unavailable; it returns the address.
+func allocateIn(ctx context.Context, conns []ipamv1.IPAMClient, vrf, name string, start int) (string, error) {
+	var last error
+	for attempt := range 200 {
+		c := conns[(start+attempt)%len(conns)]
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		resp, err := c.Allocate(cctx, &ipamv1.AllocateRequest{Allocation: &ipamv1.Allocation{
+			Key:      &ipamv1.Key{Owner: "load-" + vrf, Namespace: "default", Name: name},
+			Selector: map[string]string{"nephio.org/network-instance": vrf, "nephio.org/network-name": "net"}}})
+		cancel()
+		if err == nil {
+			return resp.GetResult().GetPrefix(), nil
+		}
+		if status.Code(err) != codes.Unavailable {
+			return "", fmt.Errorf("%s/%s: %w", vrf, name, err)
+		}
+		last = err
+		time.Sleep(time.Duration(attempt%10) * 5 * time.Millisecond)
+	}
+	return "", fmt.Errorf("%s/%s: no replica acknowledged it: %w", vrf, name, last)
+}
+
+// loadVRFs has clients goroutines make perClient allocations each, client
+// g in network instance vrf-(g mod vrfs) through replica g mod replicas,
+// named after round; it returns how long they took and every acknowledged
+// allocation (VRF/name → address).
+func loadVRFs(t testing.TB, conns []ipamv1.IPAMClient, vrfs, clients, perClient int, round string) (time.Duration, map[string]string) {
+	var mu sync.Mutex
+	acked := map[string]string{}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for g := range clients {
+		wg.Go(func() {
+			vrf := fmt.Sprint("vrf-", g%vrfs)
+			for i := range perClient {
+				name := fmt.Sprintf("%s-%d-%d", round, g, i)
+				addr, err := allocateIn(context.Background(), conns, vrf, name, g)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				acked[vrf+"/"+name] = addr
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), acked
+}
+
+// TestGroupCommitEightVRFs: 64 clients allocate in 8 network instances
+// through 3 replicas at once, so each replica's commits share etcd
+// transactions. No address is handed out twice in a network instance,
+// and after a full restart a fresh replica holds every acknowledged
+// allocation with its address.
+func TestGroupCommitEightVRFs(t *testing.T) {
+	c := startCluster(t, 3)
+	const prefix = "/group/"
+	var servers []*servertest.Server
+	var conns []ipamv1.IPAMClient
+	for range 3 {
+		s := servertest.Start(t, server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: prefix}, false)
+		servers = append(servers, s)
+		conns = append(conns, s.Client(t))
+	}
+	seedVRFs(t, conns[0], 8)
+	_, acked := loadVRFs(t, conns, 8, 64, 20, "g")
+	if t.Failed() {
+		t.FailNow()
+	}
+	if len(acked) != 64*20 {
+		t.Fatalf("%d acknowledged allocations, want %d", len(acked), 64*20)
+	}
+	seen := map[string]string{}
+	for k, addr := range acked {
+		vrf := k[:len("vrf-0")]
+		if other, dup := seen[vrf+" "+addr]; dup {
+			t.Fatalf("%s handed out twice in %s: %s and %s", addr, vrf, other, k)
+		}
+		seen[vrf+" "+addr] = k
+	}
+
+	// Commits were grouped: some etcd revision holds several log entries.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	resp, err := cli.Get(context.Background(), prefix+"log/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	perRev := map[int64]int{}
+	most := 0
+	for _, kv := range resp.Kvs {
+		perRev[kv.ModRevision]++
+		most = max(most, perRev[kv.ModRevision])
+	}
+	t.Logf("%d log entries in %d transactions (at most %d in one)", len(resp.Kvs), len(perRev), most)
+	if most < 2 {
+		t.Errorf("no transaction held more than one log entry: commits were not grouped")
+	}
+
+	// A full restart: every replica stops; a fresh one restores from etcd.
+	for _, s := range servers {
+		if err := s.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fresh := servertest.Start(t, server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: prefix}, false).Client(t)
+	held := map[string]string{}
+	for v := range 8 {
+		vrf := fmt.Sprint("vrf-", v)
+		token := ""
+		for {
+			resp, err := fresh.List(context.Background(), &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION,
+				NetworkInstance: vrf, PageToken: token})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range resp.GetObjects() {
+				a := o.GetAllocation()
+				held[vrf+"/"+a.GetAllocation().GetKey().GetName()] = a.GetResult().GetPrefix()
+			}
+			if token = resp.GetNextPageToken(); token == "" {
+				break
+			}
+		}
+	}
+	for k, addr := range acked {
+		if held[k] != addr {
+			t.Errorf("after the restart %s holds %q, acknowledged %q", k, held[k], addr)
+		}
+	}
+}
