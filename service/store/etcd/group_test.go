@@ -17,7 +17,8 @@ import (
 )
 
 // seedVRFs creates network instances vrf-0 … vrf-(n-1), each with an
-// aggregate 10.0.0.0/8 and a network net 10.0.0.0/20.
+// aggregate 10.0.0.0/8 and a network net 10.0.0.0/14 (room for long
+// benchmark runs).
 func seedVRFs(t testing.TB, c ipamv1.IPAMClient, n int) {
 	t.Helper()
 	ctx := context.Background()
@@ -27,7 +28,7 @@ func seedVRFs(t testing.TB, c ipamv1.IPAMClient, n int) {
 		if _, err := c.Sync(ctx, &ipamv1.SyncRequest{Owner: "infra-" + vrf,
 			NetworkInstances: []*ipamv1.NetworkInstance{{Key: k(vrf)}},
 			Prefixes: []*ipamv1.Prefix{{Key: k(vrf + "-agg"), NetworkInstance: vrf, Kind: "aggregate", Prefix: "10.0.0.0/8"},
-				{Key: k(vrf + "-net"), NetworkInstance: vrf, Kind: "network", Prefix: "10.0.0.0/20", Network: "net"}}}); err != nil {
+				{Key: k(vrf + "-net"), NetworkInstance: vrf, Kind: "network", Prefix: "10.0.0.0/14", Network: "net"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
