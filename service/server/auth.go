@@ -167,7 +167,10 @@ func (a *authenticator) authorizeHTTP(r *http.Request) error {
 		return &web.UnauthenticatedError{Err: err}
 	}
 	if a.policy != nil {
-		return a.policy.Read(pr)
+		if err := a.policy.Read(pr); err != nil {
+			a.refused(r.RemoteAddr, "web "+r.URL.Path, err)
+			return err
+		}
 	}
 	return nil
 }

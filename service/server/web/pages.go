@@ -46,7 +46,7 @@ type owner struct {
 	Link   template.URL // set only for http(s) sources
 }
 
-// ownerOf looks up the source of owner name, once per page.
+// ownerCache looks up the source of each owner once per page.
 type ownerCache struct {
 	a     *ipam.Allocator
 	known map[string]owner
@@ -450,5 +450,3 @@ func (h *handler) search(w http.ResponseWriter, r *http.Request) {
 	}
 	h.render(w, "search", page{Title: "Search", Query: q, Data: d})
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }

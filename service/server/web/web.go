@@ -17,9 +17,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/ipam"
@@ -69,10 +71,10 @@ type Config struct {
 	Allocator *ipam.Allocator
 	// Subscribe opens a change stream of one network instance ("": all).
 	Subscribe func(vrf string) (Stream, error)
-	// Authorize refuses a request whose caller may not read; nil allows
-	// every caller.
+	// Authorize refuses a request whose caller may not read (and logs
+	// it); nil allows every caller.
 	Authorize func(r *http.Request) error
-	// Log receives refused requests and stream failures; nil discards.
+	// Log receives rendering failures; nil discards.
 	Log *slog.Logger
 }
 
@@ -124,7 +126,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if errors.As(err, &ue) {
 				code = http.StatusUnauthorized
 			}
-			h.cfg.Log.Warn("web view request refused", "remote", r.RemoteAddr, "path", r.URL.Path, "err", err)
 			http.Error(w, capText(err.Error(), 512), code)
 			return
 		}
@@ -144,19 +145,17 @@ func capText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8RuneStart(s[n]) {
+	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
 	return s[:n] + "…"
 }
 
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
-
 // param returns query parameter k, trimmed, or an error if it is too long.
 func param(r *http.Request, k string) (string, error) {
 	v := strings.TrimSpace(r.URL.Query().Get(k))
 	if len(v) > MaxQuery {
-		return "", errors.New("parameter " + k + " exceeds " + itoa(MaxQuery) + " bytes")
+		return "", errors.New("parameter " + k + " exceeds " + strconv.Itoa(MaxQuery) + " bytes")
 	}
 	return v, nil
 }
