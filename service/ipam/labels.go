@@ -157,9 +157,12 @@ func systemLabels(vrf string, kind Kind, f Family, bits int, network string) Lab
 	return l
 }
 
-// mergeLabels returns system ∪ user, or the first user label that
-// contradicts a system label.
+// mergeLabels returns system ∪ user (system itself when there is no user
+// label), or the first user label that contradicts a system label.
 func mergeLabels(system, user Labels) (Labels, string) {
+	if len(user) == 0 {
+		return system, ""
+	}
 	out := make(Labels, len(system)+len(user))
 	for _, k := range slices.Sorted(maps.Keys(user)) {
 		if sv, ok := system[k]; ok && sv != user[k] {

@@ -274,8 +274,7 @@ func (t *tx) insertNode(v *vrf, p netip.Prefix, kind Kind, network string, user 
 	case KindAggregate, KindPool:
 		n.space = freespace.New(p)
 	case KindNetwork, KindLoopback:
-		n.addrs = addrset.New(lastOffset(p))
-		n.holders = make(map[uint64]any)
+		n.addrs = addrset.New(lastOffset(p)) // holders: made at the first hold
 		if kind == KindNetwork {
 			n.reserved = ruleThreeOffsets(p)
 			for _, off := range n.reserved {
@@ -364,6 +363,9 @@ func (n *node) contents() string {
 
 // hold marks offsets [off, off+cnt-1] of n as held by h.
 func (t *tx) hold(n *node, off, cnt uint64, h any) {
+	if n.holders == nil {
+		n.holders = make(map[uint64]any)
+	}
 	for i := range cnt {
 		n.addrs.Add(off + i)
 		n.holders[off+i] = h
@@ -387,7 +389,7 @@ func (t *tx) unhold(n *node, off, cnt uint64) {
 	t.onUndo(func() {
 		for i := range cnt {
 			n.addrs.Add(off + i)
-			n.holders[off+i] = old[i]
+			n.holders[off+i] = old[i] // unhold found n.holders made
 		}
 	})
 }
