@@ -53,6 +53,45 @@ func (a *Allocator) readNode(name string, p netip.Prefix, fn func(v *vrf, n *nod
 	})
 }
 
+// Summary is a network instance at a glance: its number of prefixes and
+// the utilization of its top-level prefixes per address family.
+type Summary struct {
+	Prefixes int
+	// Used and Total of IPv4 ([0]) and IPv6 ([1]), saturating at 2^64-1.
+	Used, Total [2]uint64
+}
+
+// Summarize returns the summary of network instance name without
+// building its tree.
+func (a *Allocator) Summarize(name string) (Summary, error) {
+	var sum Summary
+	err := a.readVRF(name, func(v *vrf) error {
+		sum.Prefixes = len(v.nodes)
+		for _, n := range v.nodes {
+			if n.parent == nil || n.parent.kind != kindRoot {
+				continue
+			}
+			f := 0
+			if n.prefix.Addr().Is6() {
+				f = 1
+			}
+			tn := v.treeNode(n)
+			sum.Used[f] = satAdd(sum.Used[f], tn.Used)
+			sum.Total[f] = satAdd(sum.Total[f], tn.Total)
+		}
+		return nil
+	})
+	return sum, err
+}
+
+// satAdd adds, saturating at the largest uint64.
+func satAdd(x, y uint64) uint64 {
+	if s := x + y; s >= x {
+		return s
+	}
+	return ^uint64(0)
+}
+
 // Node returns prefix p of network instance name as a node of its tree.
 func (a *Allocator) Node(name string, p netip.Prefix) (TreeNode, error) {
 	var tn TreeNode

@@ -230,3 +230,20 @@ func BenchmarkPrefixAllocationsPage(b *testing.B) {
 		}
 	}
 }
+
+func TestSummarize(t *testing.T) {
+	a := viewFixture(t, 3)
+	sum, err := a.Summarize("vpc-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// agg, net1, pool, the block of pkg-b, lo; under the aggregate: net1,
+	// the pool and the loopback.
+	want := ipam.Summary{Prefixes: 5, Used: [2]uint64{256 + 65536 + 4, 0}, Total: [2]uint64{1 << 24, 0}}
+	if sum != want {
+		t.Fatalf("Summarize = %+v, want %+v", sum, want)
+	}
+	if _, err := a.Summarize("nope"); err == nil {
+		t.Fatal("Summarize of an unknown network instance: no error")
+	}
+}

@@ -138,40 +138,19 @@ func (h *handler) vrfList(w http.ResponseWriter, r *http.Request) {
 	owners := &ownerCache{a: a}
 	for _, ni := range nis[from:to] {
 		row := vrfRow{Name: ni.Key.Name, Owner: owners.get(ni.Key.Owner)}
-		nodes, err := a.Tree(ni.Key.Name)
+		sum, err := a.Summarize(ni.Key.Name)
 		if err != nil {
 			continue // deleted since the list was read
 		}
-		row.Prefixes = len(nodes)
-		fam := map[string]*usage{}
-		for _, tn := range nodes {
-			if tn.Depth != 0 {
-				continue
+		row.Prefixes = sum.Prefixes
+		for f, name := range []string{"IPv4", "IPv6"} {
+			if sum.Total[f] > 0 {
+				row.Families = append(row.Families, familyUsage{Family: name, Usage: usage{sum.Used[f], sum.Total[f]}})
 			}
-			f := "IPv4"
-			if tn.Prefix.Addr().Is6() {
-				f = "IPv6"
-			}
-			if fam[f] == nil {
-				fam[f] = &usage{}
-			}
-			fam[f].Used = satAdd(fam[f].Used, tn.Used)
-			fam[f].Total = satAdd(fam[f].Total, tn.Total)
-		}
-		for _, f := range slices.Sorted(maps.Keys(fam)) {
-			row.Families = append(row.Families, familyUsage{Family: f, Usage: *fam[f]})
 		}
 		d.Rows = append(d.Rows, row)
 	}
 	h.render(w, "vrfs", page{Title: "Network instances", Events: "/events", Data: d})
-}
-
-// satAdd adds, saturating at the largest uint64.
-func satAdd(x, y uint64) uint64 {
-	if s := x + y; s >= x {
-		return s
-	}
-	return ^uint64(0)
 }
 
 // treeRow is a prefix of the tree.
