@@ -247,3 +247,38 @@ func TestSummarize(t *testing.T) {
 		t.Fatal("Summarize of an unknown network instance: no error")
 	}
 }
+
+// TestViewIPv6: the browsing queries on an IPv6 tree, where sizes
+// saturate at 2^64-1.
+func TestViewIPv6(t *testing.T) {
+	a := ipam.New()
+	ctx := context.Background()
+	key := func(name string) ipam.Key { return ipam.Key{Namespace: "default", Name: name} }
+	if _, err := a.Sync(ctx, ipam.SyncRequest{Owner: "infra",
+		NetworkInstances: []ipam.NetworkInstance{{Key: key("v6")}},
+		Prefixes: []ipam.Prefix{
+			{Key: key("agg"), NetworkInstance: "v6", Kind: ipam.KindAggregate, Prefix: netip.MustParsePrefix("2001:db8::/32")},
+			{Key: key("net"), NetworkInstance: "v6", Prefix: netip.MustParsePrefix("2001:db8:0:1::1/64"), Network: "net",
+				Labels: ipam.Labels{ipam.LabelGateway: "true"}},
+		},
+		Allocations: []ipam.Allocation{{Key: key("host"), Selector: ipam.Labels{ipam.LabelNetworkInstance: "v6", ipam.LabelNetworkName: "net"}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	hs := a.Lookup(netip.MustParseAddr("2001:db8:0:1::2"))
+	if len(hs) != 1 || hs[0].Allocation == nil || hs[0].Allocation.Allocation.Key.Name != "host" || hs[0].Node.Prefix.String() != "2001:db8:0:1::/64" {
+		t.Fatalf("Lookup 2001:db8:0:1::2: %+v", hs)
+	}
+	free, more, err := a.FreeBlocks("v6", netip.MustParsePrefix("2001:db8:0:1::/64"), 1)
+	if err != nil || more || len(free) != 1 || free[0].Start.String() != "2001:db8:0:1::3" || free[0].End.String() != "2001:db8:0:1:ffff:ffff:ffff:fffe" {
+		t.Fatalf("FreeBlocks of the /64: %v %v %v", free, more, err)
+	}
+	recs, more, err := a.PrefixAllocations("v6", netip.MustParsePrefix("2001:db8::/32"), netip.Addr{}, 10)
+	if err != nil || more || len(recs) != 1 || recs[0].Result.Prefix.String() != "2001:db8:0:1::2/64" {
+		t.Fatalf("PrefixAllocations of the aggregate: %+v %v %v", recs, more, err)
+	}
+	sum, err := a.Summarize("v6")
+	if err != nil || sum.Prefixes != 2 || sum.Total[1] != 1<<64-1 || sum.Total[0] != 0 {
+		t.Fatalf("Summarize: %+v %v", sum, err)
+	}
+}
