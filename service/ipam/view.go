@@ -151,11 +151,21 @@ func (n *node) freeBlocks(limit int) ([]AddrRange, bool) {
 	return out, more
 }
 
+// Cursor is where a page of PrefixAllocations ended: the first address and
+// the key of its last allocation. Allocations are ordered by first
+// address, then key, so a page boundary between allocations that start at
+// one address (a pool sub-prefix and a network carved from its start)
+// loses none of them.
+type Cursor struct {
+	Addr netip.Addr
+	Key  Key
+}
+
 // PrefixAllocations returns, in address order, up to limit allocations of
-// network instance name whose address or prefix lies in p and starts
-// after after (invalid: from the first), and whether more follow. It
-// scans the network instance's allocations but keeps only a page.
-func (a *Allocator) PrefixAllocations(name string, p netip.Prefix, after netip.Addr, limit int) ([]AllocationRecord, bool, error) {
+// network instance name whose address or prefix lies in p and that come
+// after after (nil: from the first), and whether more follow. It scans the
+// network instance's allocations but keeps only a page.
+func (a *Allocator) PrefixAllocations(name string, p netip.Prefix, after *Cursor, limit int) ([]AllocationRecord, bool, error) {
 	var out []AllocationRecord
 	more := false
 	err := a.readVRF(name, func(v *vrf) error {
@@ -166,16 +176,20 @@ func (a *Allocator) PrefixAllocations(name string, p netip.Prefix, after netip.A
 }
 
 // prefixAllocations is PrefixAllocations in v.
-func (v *vrf) prefixAllocations(p netip.Prefix, after netip.Addr, limit int) ([]AllocationRecord, bool) {
+func (v *vrf) prefixAllocations(p netip.Prefix, after *Cursor, limit int) ([]AllocationRecord, bool) {
+	var from addrRef
+	if after != nil {
+		from = addrRef{addr: after.Addr, owner: after.Key.Owner, ns: after.Key.Namespace, name: []byte(after.Key.Name)}
+	}
 	page := &addrPage{limit: limit + 1}
 	for _, t := range v.tables {
 		for i := range t.Len() {
 			r := t.At(i)
-			start := r.start()
-			if !p.Contains(start) || after.IsValid() && start.Compare(after) <= 0 {
+			x := addrRef{addr: r.start(), owner: t.os.name, ns: r.Namespace(), name: t.Name(i), t: t, i: i}
+			if !p.Contains(x.addr) || after != nil && compareRef(x, from) <= 0 {
 				continue
 			}
-			page.offer(addrRef{start, t, i})
+			page.offer(x)
 		}
 	}
 	refs := page.sorted()
@@ -206,24 +220,29 @@ func (r *allocRec) start() netip.Addr {
 	}
 }
 
-// addrRef is an allocation of a page: its first address, table and index.
+// addrRef is an allocation of a page: its first address and key (name
+// is a view of its table's name arena, valid under the VRF's lock), and
+// where it is.
 type addrRef struct {
-	addr netip.Addr
-	t    *allocTable
-	i    int
+	addr      netip.Addr
+	owner, ns string
+	name      []byte
+	t         *allocTable
+	i         int
 }
 
-// compareRef orders refs by address, then by owner and name, so that
-// allocations of one address (a sub-prefix and an address at its start)
-// have a stable order.
+// compareRef orders refs by address, then by key (see Cursor).
 func compareRef(x, y addrRef) int {
 	if c := x.addr.Compare(y.addr); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(x.t.os.name, y.t.os.name); c != 0 {
+	if c := cmp.Compare(x.owner, y.owner); c != 0 {
 		return c
 	}
-	return cmp.Compare(x.i, y.i)
+	if c := cmp.Compare(x.ns, y.ns); c != 0 {
+		return c
+	}
+	return bytes.Compare(x.name, y.name)
 }
 
 // addrPage keeps the limit smallest refs offered: a max-heap on address.

@@ -113,7 +113,7 @@ func TestPrefixAllocationsPages(t *testing.T) {
 	a := viewFixture(t, 250)
 	net1 := netip.MustParsePrefix("10.0.1.0/24")
 	var got []string
-	after := netip.Addr{}
+	var after *ipam.Cursor
 	for pages := 0; ; pages++ {
 		recs, more, err := a.PrefixAllocations("vpc-1", net1, after, 100)
 		if err != nil {
@@ -128,7 +128,8 @@ func TestPrefixAllocationsPages(t *testing.T) {
 			}
 			break
 		}
-		after = recs[len(recs)-1].Result.Prefix.Addr()
+		last := recs[len(recs)-1]
+		after = &ipam.Cursor{Addr: last.Result.Prefix.Addr(), Key: last.Allocation.Key}
 	}
 	if len(got) != 250 || !slices.IsSortedFunc(got, func(x, y string) int {
 		return netip.MustParseAddr(x).Compare(netip.MustParseAddr(y))
@@ -139,9 +140,47 @@ func TestPrefixAllocationsPages(t *testing.T) {
 		t.Fatalf("first %s; the static address is not an allocation: %v", got[0], slices.Contains(got, "10.0.1.10"))
 	}
 	// The aggregate's page holds the network's addresses and the pool's block.
-	recs, _, err := a.PrefixAllocations("vpc-1", netip.MustParsePrefix("10.8.0.0/16"), netip.Addr{}, 10)
+	recs, _, err := a.PrefixAllocations("vpc-1", netip.MustParsePrefix("10.8.0.0/16"), nil, 10)
 	if err != nil || len(recs) != 1 || recs[0].Result.Prefix.String() != "10.8.0.0/24" || recs[0].Allocation.Key.Owner != "pkg-b" {
 		t.Fatalf("the pool's page: %v %+v", err, recs)
+	}
+}
+
+// TestPrefixAllocationsSameStart: a pool sub-prefix and a network carved
+// from its start begin at one address; pages of one allocation each still
+// hand out both, in key order.
+func TestPrefixAllocationsSameStart(t *testing.T) {
+	a := viewFixture(t, 0)
+	ctx := context.Background()
+	for _, r := range []ipam.Allocation{
+		{Key: ipam.Key{Owner: "pkg-c", Namespace: "default", Name: "pool-20"}, NetworkInstance: "vpc-1", Kind: ipam.KindPool,
+			PrefixLength: 20, Selector: ipam.Labels{"role": "pods"}, Labels: ipam.Labels{"role": "nodes"}},
+		{Key: ipam.Key{Owner: "pkg-c", Namespace: "default", Name: "net-24"}, NetworkInstance: "vpc-1", Kind: ipam.KindNetwork,
+			PrefixLength: 24, Selector: ipam.Labels{"role": "nodes"}},
+	} {
+		if _, err := a.Allocate(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	var after *ipam.Cursor
+	for range 10 {
+		recs, more, err := a.PrefixAllocations("vpc-1", netip.MustParsePrefix("10.8.0.0/16"), after, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			got = append(got, r.Allocation.Key.Name+" "+r.Result.Prefix.String())
+			after = &ipam.Cursor{Addr: r.Result.Prefix.Addr(), Key: r.Allocation.Key}
+		}
+		if !more {
+			break
+		}
+	}
+	// pkg-b's block took 10.8.0.0/24, so the /20 starts at 10.8.16.0.
+	want := []string{"block 10.8.0.0/24", "net-24 10.8.16.0/24", "pool-20 10.8.16.0/20"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pages of one: %v, want %v", got, want)
 	}
 }
 
@@ -221,7 +260,7 @@ func BenchmarkPrefixAllocationsPage(b *testing.B) {
 		}
 	}
 	p := netip.MustParsePrefix("10.2.0.0/16")
-	after := netip.MustParseAddr("10.2.40.0")
+	after := &ipam.Cursor{Addr: netip.MustParseAddr("10.2.40.0")}
 	b.ReportAllocs()
 	for b.Loop() {
 		recs, more, err := a.PrefixAllocations("vpc-1", p, after, 100)
@@ -273,7 +312,7 @@ func TestViewIPv6(t *testing.T) {
 	if err != nil || more || len(free) != 1 || free[0].Start.String() != "2001:db8:0:1::3" || free[0].End.String() != "2001:db8:0:1:ffff:ffff:ffff:fffe" {
 		t.Fatalf("FreeBlocks of the /64: %v %v %v", free, more, err)
 	}
-	recs, more, err := a.PrefixAllocations("v6", netip.MustParsePrefix("2001:db8::/32"), netip.Addr{}, 10)
+	recs, more, err := a.PrefixAllocations("v6", netip.MustParsePrefix("2001:db8::/32"), nil, 10)
 	if err != nil || more || len(recs) != 1 || recs[0].Result.Prefix.String() != "2001:db8:0:1::2/64" {
 		t.Fatalf("PrefixAllocations of the aggregate: %+v %v %v", recs, more, err)
 	}

@@ -199,7 +199,7 @@ func (h *handler) tree(w http.ResponseWriter, r *http.Request) {
 	d.More = to < len(nodes)
 	for _, tn := range nodes[from:to] {
 		row := treeRow{TreeNode: tn, Indent: tn.Depth * 16, Usage: usage{tn.Used, tn.Total}, Owner: owners.get(tn.Owner),
-			Link: prefixURL(name, tn.Prefix, netip.Addr{}), FreeCount: tn.Total - min(tn.Used, tn.Total)}
+			Link: prefixURL(name, tn.Prefix, nil), FreeCount: tn.Total - min(tn.Used, tn.Total)}
 		if tn.Kind == ipam.KindAggregate || tn.Kind == ipam.KindPool {
 			free, more, err := a.FreeBlocks(name, tn.Prefix, FreeBlocksShown)
 			if err == nil {
@@ -211,13 +211,38 @@ func (h *handler) tree(w http.ResponseWriter, r *http.Request) {
 	h.render(w, "tree", page{Title: name, Events: "/events?vrf=" + url.QueryEscape(name), Data: d})
 }
 
-// prefixURL is the page of prefix p of network instance vrf, from after.
-func prefixURL(vrf string, p netip.Prefix, after netip.Addr) string {
+// prefixURL is the page of prefix p of network instance vrf, from after
+// (nil: the first page).
+func prefixURL(vrf string, p netip.Prefix, after *ipam.Cursor) string {
 	q := url.Values{"p": {p.String()}}
-	if after.IsValid() {
-		q.Set("after", after.String())
+	if after != nil {
+		q.Set("after", after.Addr.String())
+		q.Set("owner", after.Key.Owner)
+		q.Set("ns", after.Key.Namespace)
+		q.Set("name", after.Key.Name)
 	}
 	return "/vrf/" + url.PathEscape(vrf) + "/prefix?" + q.Encode()
+}
+
+// cursorOf reads the page cursor of a prefix page: parameters after (an
+// address), owner, ns and name; nil without after.
+func cursorOf(r *http.Request) (*ipam.Cursor, error) {
+	var c ipam.Cursor
+	q := r.URL.Query()
+	for k, dst := range map[string]*string{"owner": &c.Key.Owner, "ns": &c.Key.Namespace, "name": &c.Key.Name} {
+		// Not trimmed: a name may end in a space.
+		if *dst = q.Get(k); len(*dst) > MaxQuery {
+			return nil, errors.New("parameter " + k + " exceeds " + strconv.Itoa(MaxQuery) + " bytes")
+		}
+	}
+	s, err := param(r, "after")
+	if err != nil || s == "" {
+		return nil, err
+	}
+	if c.Addr, err = netip.ParseAddr(s); err != nil {
+		return nil, fmt.Errorf("parameter after: %q is not an address", capText(s, 64))
+	}
+	return &c, nil
 }
 
 // allocRow is an allocation of a prefix's page.
@@ -255,15 +280,10 @@ func (h *handler) prefix(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p = p.Masked()
-	var after netip.Addr
-	if s, err := param(r, "after"); err != nil || s != "" {
-		if err == nil {
-			after, err = netip.ParseAddr(s)
-		}
-		if err != nil {
-			h.fail(w, fmt.Errorf("parameter after: %q is not an address", capText(s, 64)))
-			return
-		}
+	after, err := cursorOf(r)
+	if err != nil {
+		h.fail(w, err)
+		return
 	}
 	a := h.cfg.Allocator
 	node, err := a.Node(name, p)
@@ -286,10 +306,11 @@ func (h *handler) prefix(w http.ResponseWriter, r *http.Request) {
 		d.Rows = append(d.Rows, allocRowOf(rec, owners))
 	}
 	if more && len(recs) > 0 {
-		d.Next = prefixURL(name, p, recs[len(recs)-1].Result.Prefix.Addr())
+		last := recs[len(recs)-1]
+		d.Next = prefixURL(name, p, &ipam.Cursor{Addr: last.Result.Prefix.Addr(), Key: last.Allocation.Key})
 	}
-	if after.IsValid() {
-		d.First = prefixURL(name, p, netip.Addr{})
+	if after != nil {
+		d.First = prefixURL(name, p, nil)
 	}
 	h.render(w, "prefix", page{Title: p.String() + " in " + name, Events: "/events?vrf=" + url.QueryEscape(name), Data: d})
 }
@@ -399,7 +420,7 @@ func (h *handler) search(w http.ResponseWriter, r *http.Request) {
 		d.Hint = "Search by address (10.0.1.7), prefix (10.0.1.0/24) or name."
 	case perr == nil:
 		for _, hd := range a.Lookup(addr) {
-			row := holdingRow{VRF: hd.NetworkInstance, Node: hd.Node, NodeLink: prefixURL(hd.NetworkInstance, hd.Node.Prefix, netip.Addr{}), Holder: hd.Holder}
+			row := holdingRow{VRF: hd.NetworkInstance, Node: hd.Node, NodeLink: prefixURL(hd.NetworkInstance, hd.Node.Prefix, nil), Holder: hd.Holder}
 			if hd.Allocation != nil {
 				ar := allocRowOf(*hd.Allocation, owners)
 				row.Allocation = &ar
@@ -411,7 +432,7 @@ func (h *handler) search(w http.ResponseWriter, r *http.Request) {
 			for _, ni := range a.ListNetworkInstances(ipam.Filter{}) {
 				if tn, err := a.Node(ni.Key.Name, p); err == nil {
 					d.Prefixes = append(d.Prefixes, prefixRow{VRF: ni.Key.Name, Prefix: tn.Prefix.String(), Kind: string(tn.Kind),
-						Key: tn.Name, Owner: owners.get(tn.Owner), Link: prefixURL(ni.Key.Name, tn.Prefix, netip.Addr{})})
+						Key: tn.Name, Owner: owners.get(tn.Owner), Link: prefixURL(ni.Key.Name, tn.Prefix, nil)})
 				}
 			}
 			break
@@ -421,7 +442,7 @@ func (h *handler) search(w http.ResponseWriter, r *http.Request) {
 		for _, pr := range prefixes {
 			d.Prefixes = append(d.Prefixes, prefixRow{VRF: pr.Prefix.NetworkInstance, Prefix: pr.Prefix.Prefix.String(), Kind: string(pr.Prefix.Kind),
 				Key: pr.Prefix.Key.Namespace + "/" + pr.Prefix.Key.Name, Owner: owners.get(pr.Prefix.Key.Owner),
-				Link: prefixURL(pr.Prefix.NetworkInstance, pr.Prefix.Prefix.Masked(), netip.Addr{})})
+				Link: prefixURL(pr.Prefix.NetworkInstance, pr.Prefix.Prefix.Masked(), nil)})
 		}
 		for _, rec := range allocs {
 			d.Allocations = append(d.Allocations, allocRowOf(rec, owners))
