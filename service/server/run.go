@@ -303,8 +303,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}
 	if cfg.WebAddr != "" || cfg.WebListener != nil {
-		wcfg := web.Config{Allocator: a, Log: log, Subscribe: func(vrf string) (web.Stream, error) {
-			sub, err := hub.Subscribe(vrf, "")
+		wcfg := web.Config{Allocator: a, Log: log, Subscribe: func() (web.Stream, error) {
+			sub, err := hub.Subscribe("", "")
 			if err != nil {
 				return nil, err
 			}

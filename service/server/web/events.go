@@ -22,6 +22,12 @@ type change struct {
 // parameter; all when absent) as server-sent events named "change". A
 // client that falls behind is cut off by the server's change hub; the
 // browser's EventSource then reconnects and the page reloads its data.
+//
+// It follows every change and filters here: a deletion names no network
+// instance, so it is passed on (a page reloads once for nothing), rather
+// than asking the hub to filter by network instance, which makes the hub
+// index the network instance of every object in the state for as long as
+// the server runs.
 func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	vrf, err := param(r, "vrf")
 	if err != nil {
@@ -44,7 +50,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.streams.Add(-1)
-	sub, err := h.cfg.Subscribe(vrf)
+	sub, err := h.cfg.Subscribe()
 	if err != nil {
 		http.Error(w, capText(err.Error(), 512), http.StatusServiceUnavailable)
 		return
@@ -64,7 +70,11 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case ev := <-sub.Events():
-			b, _ := json.Marshal(changeOf(ev))
+			c := changeOf(ev)
+			if vrf != "" && c.VRF != "" && c.VRF != vrf {
+				continue
+			}
+			b, _ := json.Marshal(c)
 			if _, err := w.Write([]byte("event: change\ndata: " + string(b) + "\n\n")); err != nil {
 				return
 			}
@@ -89,9 +99,13 @@ func changeOf(ev *ipamv1.WatchEvent) change {
 	if o := ev.GetObject(); o != nil {
 		switch {
 		case o.GetAllocation() != nil:
-			c.VRF = o.GetAllocation().GetAllocation().GetNetworkInstance()
+			c.VRF = o.GetAllocation().GetResult().GetNetworkInstance()
 		case o.GetPrefix() != nil:
 			c.VRF = o.GetPrefix().GetPrefix().GetNetworkInstance()
+		case o.GetRange() != nil:
+			c.VRF = o.GetRange().GetNetworkInstance()
+		case o.GetNetworkInstance() != nil:
+			c.VRF = k.GetName()
 		}
 	}
 	return c

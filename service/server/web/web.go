@@ -69,8 +69,8 @@ type Stream interface {
 type Config struct {
 	// Allocator is the state shown.
 	Allocator *ipam.Allocator
-	// Subscribe opens a change stream of one network instance ("": all).
-	Subscribe func(vrf string) (Stream, error)
+	// Subscribe opens a stream of every committed change.
+	Subscribe func() (Stream, error)
 	// Authorize refuses a request whose caller may not read (and logs
 	// it); nil allows every caller.
 	Authorize func(r *http.Request) error

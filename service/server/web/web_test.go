@@ -218,7 +218,8 @@ func TestHostileRequests(t *testing.T) {
 }
 
 // TestLiveEvents: an allocation made through the API reaches a follower
-// of the network instance's change stream.
+// of the network instance's change stream; changes of another network
+// instance do not.
 func TestLiveEvents(t *testing.T) {
 	s := newSite(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -241,6 +242,12 @@ func TestLiveEvents(t *testing.T) {
 		if line == ": open\n" {
 			break
 		}
+	}
+	// A change of another network instance is not passed on.
+	k := func(name string) *ipamv1.Key { return &ipamv1.Key{Namespace: "default", Name: name} }
+	if _, err := s.api.Sync(ctx, &ipamv1.SyncRequest{Owner: "other", NetworkInstances: []*ipamv1.NetworkInstance{{Key: k("vpc-2")}},
+		Prefixes: []*ipamv1.Prefix{{Key: k("agg2"), NetworkInstance: "vpc-2", Kind: "aggregate", Prefix: "10.0.0.0/8"}}}); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := s.api.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: &ipamv1.Allocation{Key: &ipamv1.Key{Owner: "pkg-b", Namespace: "default", Name: "live"},
 		Selector: map[string]string{"nephio.org/network-instance": "vpc-1", "nephio.org/network-name": "net1"}}}); err != nil {
