@@ -207,6 +207,24 @@ func awaitDurable(ctx context.Context, wait func() error) error {
 	}
 }
 
+// bothWaits returns a wait function calling first and then second (either
+// may be nil), or nil when both are.
+func bothWaits(first, second func() error) func() error {
+	switch {
+	case first == nil:
+		return second
+	case second == nil:
+		return first
+	}
+	return func() error {
+		if err := first(); err != nil {
+			second() // the journal still completes its batch
+			return err
+		}
+		return second()
+	}
+}
+
 // mutateOnce is one attempt of mutate.
 func (a *Allocator) mutateOnce(ctx context.Context, m mutation, op mutator) error {
 	os := a.owner(m.owner)
@@ -240,16 +258,19 @@ func (a *Allocator) mutateOnce(ctx context.Context, m mutation, op mutator) erro
 			t.rollback()
 			return nil, err
 		}
-		if len(t.recs) > 0 && a.committer != nil {
-			if err := a.committer.Commit(t.recs); err != nil {
+		var committed func() error
+		if a.committer != nil { // also without records: see Committer
+			var err error
+			if committed, err = a.committer.Commit(t.recs); err != nil {
 				t.rollback()
 				return nil, err
 			}
 		}
+		var journaled func() error
 		if len(t.recs) > 0 && a.journal != nil {
-			return a.journal.Append(t.recs), nil
+			journaled = a.journal.Append(t.recs)
 		}
-		return nil, nil
+		return bothWaits(committed, journaled), nil
 	}()
 	if err != nil || wait == nil {
 		return err

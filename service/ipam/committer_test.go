@@ -17,17 +17,20 @@ type scriptedCommitter struct {
 	catchUpFn func() error
 }
 
-func (c *scriptedCommitter) Commit(recs []Record) error {
+func (c *scriptedCommitter) Commit(recs []Record) (func() error, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
 	c.commits++
 	if len(c.script) > 0 {
 		err := c.script[0]
 		c.script = c.script[1:]
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 	c.accepted = append(c.accepted, recs)
-	return nil
+	return nil, nil
 }
 
 func (c *scriptedCommitter) CatchUp(error) error {

@@ -268,8 +268,19 @@ type Journal interface {
 // wrapping ErrStale says the store moved on since this allocator last
 // caught up: the allocator calls CatchUp with that error, with no lock
 // held, and runs the mutation again (at most MaxStaleRetries times).
+//
+// Commit may instead only queue the records (a replica that is the only
+// writer) and return a wait function, called after the locks are
+// released, that blocks until they are committed. A committer whose wait
+// fails must take the change out of the allocator itself (it reloads the
+// state); a wait error wrapping ErrStale is retried as above, CatchUp
+// then returning once that is done. Commit is also called, with no
+// records, after a mutation that changed nothing (an idempotent repeat):
+// its answer may rest on queued changes, so a committer that queues
+// returns a wait that ends when those are committed (or fails as they
+// do); one that does not queue returns nil, nil.
 type Committer interface {
-	Commit(recs []Record) error
+	Commit(recs []Record) (wait func() error, err error)
 	// CatchUp returns once the allocator has applied the changes that
 	// made a Commit fail with err, or an error if it cannot.
 	CatchUp(err error) error

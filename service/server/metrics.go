@@ -25,12 +25,16 @@ import (
 //	ipam_prefix_size_addresses{...}             addresses of every prefix (same labels), so that a
 //	                                            utilization alert is used / size
 //	ipam_watchers                               open Watch streams
+//	ipam_write_forwards_total{outcome}          changes this replica sent to the replica holding the
+//	                                            write lead (--store etcd): outcome "forwarded", or
+//	                                            "committed_here" when the leader was unavailable
 //
 // plus the standard Go runtime and process collectors.
 type Metrics struct {
 	Registry  *prometheus.Registry
 	rpc       *prometheus.HistogramVec
 	syncItems prometheus.Counter
+	forwards  *prometheus.CounterVec
 }
 
 // NewMetrics registers the server's metrics; the allocation and prefix
@@ -47,8 +51,12 @@ func NewMetrics(a *ipam.Allocator, hub *Hub) *Metrics {
 			Name: "ipam_sync_items_total",
 			Help: "Objects received in Sync requests.",
 		}),
+		forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ipam_write_forwards_total",
+			Help: "Changes sent to the replica holding the write lead, by outcome (forwarded, committed_here).",
+		}, []string{"outcome"}),
 	}
-	m.Registry.MustRegister(m.rpc, m.syncItems, &stateCollector{a: a},
+	m.Registry.MustRegister(m.rpc, m.syncItems, m.forwards, &stateCollector{a: a},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ipam_watchers", Help: "Open Watch streams."},
 			func() float64 { return float64(hub.Watchers()) }),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -53,6 +53,11 @@ type Config struct {
 	// AuthzPolicy is the authorization policy file; empty: every caller
 	// may change every owner's objects (see package authz).
 	AuthzPolicy string
+	// AdvertiseAddr is the host:port the other replicas reach this one at
+	// (--store etcd: they forward changes to the replica holding the write
+	// lead); empty: the listen address, or the first address of a network
+	// interface when it listens on every address.
+	AdvertiseAddr string
 	// MetricsAddr serves Prometheus metrics on /metrics; empty: off.
 	MetricsAddr string
 	// WebAddr serves the read-only web view (package web), with the
@@ -265,6 +270,20 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		auth = &authenticator{clientCAs: clientCAs, policy: policy, log: log, certs: map[[32]byte]verified{}}
 		unary, stream = append(unary, auth.unary), append(stream, auth.stream)
 	}
+	// Replicas of a store with a write lead forward changes to the leader;
+	// with TLS they cannot pass a client's certificate on, so each commits
+	// its own (the lead is then not campaigned for).
+	var fwd *forwarder
+	if ls, ok := store.(leaderStore); ok && tlsConf == nil {
+		self, err := advertiseAddr(cfg.AdvertiseAddr, lis)
+		if err != nil {
+			lis.Close()
+			return err
+		}
+		fwd = newForwarder(ls, self, log, metrics)
+		defer fwd.close()
+		unary = append(unary, fwd.unary)
+	}
 	unary = append(unary, cfg.UnaryInterceptors...)
 	opts := append(grpcopt.ServerOptions(),
 		grpc.ChainUnaryInterceptor(unary...),
@@ -325,6 +344,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("restore: %w", err)
 	}
 	hub.Attach(a)
+	if fwd != nil {
+		fwd.store.Lead(fwd.self)
+	}
 	restored := time.Since(start)
 	if cfg.Demo {
 		if err := seedDemo(a, log); err != nil {

@@ -15,6 +15,7 @@ import (
 var (
 	_ Store          = (*etcd.Store)(nil)
 	_ ipam.Committer = (*etcd.Store)(nil)
+	_ leaderStore    = (*etcd.Store)(nil)
 )
 
 // openEtcdStore connects to the etcd cluster of cfg.EtcdEndpoints; the

@@ -21,6 +21,26 @@
 //     each mutation back and each retries as below. Other replicas apply
 //     the entries of one revision one by one and count the revision as
 //     applied after its last entry.
+//   - The write lead (lead.go): replicas that serve plaintext gRPC elect
+//     one of them through an etcd election (a lease of LeaseTTL seconds
+//     under PREFIX/lead/, the value its --advertise-addr) and forward the
+//     changes their callers ask for to it (the server's forwarder); reads
+//     stay where they arrive. The leader pipelines: Commit only queues the
+//     entry, the mutation releases its locks and waits for the
+//     transaction afterwards, so the next changes of the same network
+//     instance join the next transaction instead of waiting one round
+//     trip each. A leader's transaction that fails (another replica
+//     committed first: no leader yet, an unreachable one, TLS replicas
+//     that do not forward; or an outcome unknown) leaves changes in the
+//     allocator that etcd does not have, and later queued ones that were
+//     decided on them: the replica refuses commits, fails everything
+//     queued, reloads its state (below) and the waiting mutations run
+//     again. An entry of another replica applied while the leader has
+//     changes queued does the same. A mutation that changed nothing (an
+//     idempotent repeat) waits for the changes queued before it, so no
+//     answer rests on a change that is then undone; a snapshot waits for
+//     them too. The lead is only a matter of speed: every transaction
+//     still compares the head.
 //   - If the head moved (another replica committed first), the transaction
 //     puts nothing and the allocator rolls the mutation back (ipam.ErrStale);
 //     CatchUp waits until the watch has applied the head's revision, and the
@@ -40,11 +60,14 @@
 //
 // So every committed entry was decided on the state of all entries before
 // it: two replicas never hand out the same address or overlapping
-// prefixes. No lease and no leader election is used: the compare on the
-// head is the only arbiter, and a killed replica holds nothing others wait
-// for. Writes are serialized through the one head key (one transaction in
-// flight per replica, carrying every commit waiting meanwhile); per-VRF
-// heads would let replicas writing to different VRFs commit in parallel.
+// prefixes. The compare on the head is the only arbiter; the lease only
+// decides who should write, and a killed leader holds nothing others wait
+// for (they commit by themselves until one of them leads). Writes are
+// serialized through the one head key, one transaction in flight, which
+// carries every change queued meanwhile; the leader's replica reads
+// changes on their way to etcd (as the file store's replica reads
+// changes waiting for their fsync), and one that is then undone shows in
+// its reads and Watch streams until the reload.
 //
 // # Snapshots and log truncation
 //

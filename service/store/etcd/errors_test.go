@@ -29,7 +29,8 @@ func TestErrorsReachClientsAsUnavailable(t *testing.T) {
 	// A store whose watch failed refuses commits and catch-ups.
 	s := &Store{advanced: make(chan struct{}), ctx: context.Background(), log: slog.New(slog.DiscardHandler)}
 	s.fail(errors.New("log compacted"))
-	for _, err := range []error{stale, undecided, reloading, s.Commit(nil), s.CatchUp(stale)} {
+	_, commitErr := s.Commit([]ipam.Record{{Op: ipam.OpDeleteNetworkInstance, Key: ipam.Key{Name: "vpc-1"}}})
+	for _, err := range []error{stale, undecided, reloading, commitErr, s.CatchUp(stale)} {
 		if !errors.Is(err, ipam.ErrStale) && !errors.Is(err, ipam.ErrUnavailable) {
 			t.Errorf("%v wraps neither ipam.ErrStale nor ipam.ErrUnavailable", err)
 		}

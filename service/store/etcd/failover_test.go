@@ -1,10 +1,14 @@
 package etcd_test
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -41,12 +46,12 @@ type serverProc struct {
 	conn *grpc.ClientConn
 }
 
-func startServerProc(t testing.TB, bin string, eps []string, prefix string, n int) *serverProc {
+func startServerProc(t testing.TB, bin string, eps []string, prefix string, n int, extra ...string) *serverProc {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := &serverProc{t: t, log: filepath.Join(t.TempDir(), fmt.Sprintf("replica%d.log", n)),
-		args: []string{"--listen", addr, "--store", "etcd", "--etcd-endpoints", strings.Join(eps, ","), "--etcd-prefix", prefix,
-			"--log-format", "text", "--log-level", "warn"}}
+		args: append([]string{"--listen", addr, "--store", "etcd", "--etcd-endpoints", strings.Join(eps, ","), "--etcd-prefix", prefix,
+			"--log-format", "text", "--log-level", "warn"}, extra...)}
 	cmd := exec.Command(bin)
 	p.cmd = cmd
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -58,6 +63,9 @@ func startServerProc(t testing.TB, bin string, eps []string, prefix string, n in
 	p.start(bin)
 	return p
 }
+
+// addr returns the replica's gRPC address.
+func (p *serverProc) addr() string { return p.args[1] }
 
 // start runs the process and waits until it reports SERVING.
 func (p *serverProc) start(bin string) {
@@ -146,4 +154,133 @@ func TestFailoverKillReplicaAndMember(t *testing.T) {
 	}
 	distinct(t, acked)
 	agree(t, conns, acked)
+}
+
+// leaderAddr returns the address the replica holding the write lead
+// advertises under prefix ("" when none does).
+func leaderAddr(t testing.TB, cli *clientv3.Client, prefix string) string {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), prefix+"lead/", clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return ""
+	}
+	return string(resp.Kvs[0].Value)
+}
+
+// forwards scrapes ipam_write_forwards_total{outcome} from a replica's
+// metrics address.
+func forwards(t testing.TB, metricsAddr, outcome string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := `ipam_write_forwards_total{outcome="` + outcome + `"} `
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+// TestWriteLeadFailover: three ipam-server processes elect a write lead;
+// the other two forward their clients' allocations to it. 64 clients
+// allocate through all three while the leader is killed with SIGKILL:
+// the survivors commit by themselves until one of them holds the lead
+// (its lease expires within LeaseTTL seconds), nothing acknowledged is
+// lost or duplicated, and the remaining follower forwards to the new
+// leader.
+func TestWriteLeadFailover(t *testing.T) {
+	c := startCluster(t, 3)
+	bin := buildServer(t)
+	cli := etcdClient(t, c.endpoints())
+	var procs []*serverProc
+	var conns []ipamv1.IPAMClient
+	metricsAddrs := map[string]string{}
+	for i := range 3 {
+		maddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		p := startServerProc(t, bin, c.endpoints(), "/lead/", i, "--metrics-addr", maddr)
+		procs = append(procs, p)
+		conns = append(conns, ipamv1.NewIPAMClient(p.conn))
+		metricsAddrs[p.addr()] = maddr
+	}
+	seed20(t, conns[0], "10.0.0.0/20")
+	leaderOf := func() int {
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			addr := leaderAddr(t, cli, "/lead/")
+			for i, p := range procs {
+				if p.cmd != nil && p.addr() == addr {
+					return i
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatal("no live replica holds the write lead")
+		return -1
+	}
+	lead := leaderOf()
+	t.Logf("replica %d holds the write lead", lead)
+
+	var down atomic.Bool
+	cl := &client{conns: conns, alive: func(i int) bool { return i != lead || !down.Load() }}
+	var once sync.Once
+	killed := make(chan struct{})
+	acked := fill(t, cl, "load", 64, 40, func(n int64) {
+		if n == 600 {
+			once.Do(func() {
+				go func() {
+					defer close(killed)
+					procs[lead].kill()
+					down.Store(true)
+				}()
+			})
+		}
+	})
+	<-killed
+	if len(acked) != 64*40 {
+		t.Fatalf("%d allocations acknowledged, want %d", len(acked), 64*40)
+	}
+	var survivors []ipamv1.IPAMClient
+	for i := range procs {
+		if i != lead {
+			survivors = append(survivors, conns[i])
+		}
+	}
+	distinct(t, acked)
+	agree(t, survivors, acked)
+	for i, p := range procs {
+		if i != lead && forwards(t, metricsAddrs[p.addr()], "forwarded") == 0 {
+			t.Errorf("replica %d forwarded nothing to the write lead", i)
+		}
+	}
+
+	// A survivor takes the lead; the other forwards to it.
+	next := leaderOf()
+	t.Logf("replica %d holds the write lead now", next)
+	follower := 3 - lead - next
+	before := forwards(t, metricsAddrs[procs[follower].addr()], "forwarded")
+	more := fill(t, cl, "after", 16, 10, nil)
+	for k, v := range more {
+		acked[k] = v
+	}
+	distinct(t, acked)
+	agree(t, survivors, acked)
+	if after := forwards(t, metricsAddrs[procs[follower].addr()], "forwarded"); after <= before {
+		t.Errorf("replica %d forwarded nothing to the new write lead (%v before, %v after)", follower, before, after)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -27,11 +28,15 @@ import (
 // larger entry goes alone (and is refused if etcd refuses it).
 const MaxBatchBytes = 1 << 20
 
-// commitReq is one change waiting to commit: its encoded entry and where
-// its outcome goes (errLead: it is now its turn to lead).
+// commitReq is one change waiting to commit: its encoded entry, whether
+// its mutation already released its locks (piped), the epoch it was
+// queued in and where its outcome goes (errLead: it is now its turn to
+// lead).
 type commitReq struct {
 	val     []byte
 	records int
+	piped   bool
+	epoch   uint64
 	done    chan error
 }
 
@@ -41,17 +46,56 @@ var errLead = errors.New("lead the next group commit")
 // Commit implements ipam.Committer: the records become the next log entry
 // in a transaction that succeeds only if no other replica committed since
 // this one caught up; concurrent commits of this replica share it.
-func (s *Store) Commit(recs []ipam.Record) error {
-	val, err := encode(recs)
-	if err != nil {
-		return fmt.Errorf("store etcd: encoding: %w", err)
+//
+// A replica that holds the write lead (lead.go) pipelines: Commit only
+// queues the entry and returns a wait function, so the mutation's locks
+// are released while its transaction is in flight and the next mutations
+// of the same network instance join the next transaction. When such a
+// transaction fails, the allocator holds changes etcd does not: the
+// replica refuses commits, reloads its state from etcd, and the waiting
+// mutations get ErrStale and run again once that is done (CatchUp).
+//
+// A mutation that changed nothing (no records) commits nothing, but on a
+// replica that pipelines its answer may rest on changes still queued or
+// in flight: it waits for them as a barrier in the queue, and runs again
+// if they fail.
+func (s *Store) Commit(recs []ipam.Record) (func() error, error) {
+	r := &commitReq{records: len(recs), done: make(chan error, 1)}
+	if len(recs) == 0 {
+		r.piped = true
+	} else {
+		val, err := encode(recs)
+		if err != nil {
+			return nil, fmt.Errorf("store etcd: encoding: %w", err)
+		}
+		r.val, r.piped = val, s.lead.Load() && len(val) <= MaxBatchBytes
 	}
-	r := &commitReq{val: val, records: len(recs), done: make(chan error, 1)}
 	s.qmu.Lock()
+	if len(recs) == 0 && s.pending == 0 && !s.dirty {
+		s.qmu.Unlock()
+		return nil, nil // nothing it could rest on
+	}
+	if s.dirty {
+		s.qmu.Unlock()
+		return nil, &staleError{reloading: true}
+	}
+	r.epoch = s.epoch
+	if r.piped {
+		s.pending++
+	}
 	s.queue = append(s.queue, r)
-	lead := !s.leading
-	s.leading = true
+	lead := !s.batching
+	s.batching = true
 	s.qmu.Unlock()
+	if r.piped {
+		return func() error { return s.await(r, lead) }, nil
+	}
+	return nil, s.await(r, lead)
+}
+
+// await returns the outcome of r, leading the transactions it is asked to
+// lead (lead: r leads the next one).
+func (s *Store) await(r *commitReq, lead bool) error {
 	for {
 		if lead {
 			s.leadBatch()
@@ -60,6 +104,29 @@ func (s *Store) Commit(recs []ipam.Record) error {
 			return err
 		}
 		lead = true
+	}
+}
+
+// spoil records that the allocator holds changes etcd refused or may not
+// have (a pipelined transaction failed): commits are refused, queued ones
+// included, until the reload it asks for ends.
+//
+// While the allocator is spoiled no change enters the queue, so a change
+// refused meanwhile was made before the reload's reset, which removes it:
+// nothing more to do.
+func (s *Store) spoil() {
+	s.qmu.Lock()
+	if s.dirty {
+		s.qmu.Unlock()
+		return
+	}
+	s.dirty = true
+	s.epoch++
+	s.qmu.Unlock()
+	s.reloading = true // s.mu is held
+	select {
+	case s.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -78,15 +145,20 @@ func (s *Store) leadBatch() {
 	s.qmu.Unlock()
 
 	errs := s.commitBatch(batch)
+	piped := 0
 	for i, r := range batch {
 		r.done <- errs[i]
+		if r.piped {
+			piped++
+		}
 	}
 
 	s.qmu.Lock()
+	s.pending -= piped
 	if len(s.queue) > 0 {
 		s.queue[0].done <- errLead
 	} else {
-		s.leading = false
+		s.batching = false
 	}
 	s.qmu.Unlock()
 }
@@ -94,8 +166,10 @@ func (s *Store) leadBatch() {
 // commitBatch writes the entries of batch after the last one this replica
 // applied, in one transaction guarded by the head, and returns the outcome
 // of each: all the same, but when etcd refuses the transaction as too
-// large, which the entries then learn one by one.
-func (s *Store) commitBatch(batch []*commitReq) []error {
+// large, which the entries then learn one by one. Pipelined entries
+// queued before the allocator was last spoiled are refused; a failed
+// transaction with pipelined entries spoils it.
+func (s *Store) commitBatch(batch []*commitReq) (errs []error) {
 	same := func(err error) []error {
 		errs := make([]error, len(batch))
 		for i := range errs {
@@ -105,17 +179,43 @@ func (s *Store) commitBatch(batch []*commitReq) []error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Refused pipelined changes (for any reason) stay in the allocator.
+	defer func() {
+		failed := slices.ContainsFunc(errs, func(err error) bool { return err != nil })
+		if failed && slices.ContainsFunc(batch, func(r *commitReq) bool { return r.piped }) {
+			s.spoil()
+			for i, err := range errs {
+				if se := (*staleError)(nil); errors.As(err, &se) {
+					errs[i] = &staleError{reloading: true}
+				}
+			}
+		}
+	}()
 	if s.failed != nil {
 		return same(&unavailableError{s.failed})
 	}
-	if s.reloading {
+	s.qmu.Lock()
+	epoch := s.epoch
+	s.qmu.Unlock()
+	if s.reloading || slices.ContainsFunc(batch, func(r *commitReq) bool { return r.epoch != epoch }) {
 		return same(&staleError{reloading: true})
 	}
-	first, last := s.seq+1, s.seq+uint64(len(batch))
-	ops := make([]clientv3.Op, 0, len(batch)+1)
+	entries := 0
+	for _, r := range batch {
+		if r.records > 0 {
+			entries++
+		}
+	}
+	if entries == 0 { // barriers only: what they waited for is committed
+		return same(nil)
+	}
+	first, last := s.seq+1, s.seq+uint64(entries)
+	ops := make([]clientv3.Op, 0, entries+1)
 	ops = append(ops, clientv3.OpPut(s.head, strconv.FormatUint(last, 10)))
-	for i, r := range batch {
-		ops = append(ops, clientv3.OpPut(s.logKey(first+uint64(i)), string(r.val)))
+	for _, r := range batch {
+		if r.records > 0 {
+			ops = append(ops, clientv3.OpPut(s.logKey(first+uint64(len(ops)-1)), string(r.val)))
+		}
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
 	defer cancel()
@@ -125,7 +225,7 @@ func (s *Store) commitBatch(batch []*commitReq) []error {
 		Else(clientv3.OpGet(s.head)).
 		Commit()
 	if errors.Is(err, rpctypes.ErrRequestTooLarge) {
-		if len(batch) == 1 {
+		if entries == 1 && len(batch) == 1 {
 			return same(&tooLargeError{bytes: len(batch[0].val), records: batch[0].records})
 		}
 		// etcd's limit is below MaxBatchBytes: one by one.

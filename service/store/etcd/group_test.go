@@ -3,12 +3,15 @@ package etcd_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
@@ -150,25 +153,129 @@ func TestGroupCommitEightVRFs(t *testing.T) {
 	held := map[string]string{}
 	for v := range 8 {
 		vrf := fmt.Sprint("vrf-", v)
-		token := ""
-		for {
-			resp, err := fresh.List(context.Background(), &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION,
-				NetworkInstance: vrf, PageToken: token})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, o := range resp.GetObjects() {
-				a := o.GetAllocation()
-				held[vrf+"/"+a.GetAllocation().GetKey().GetName()] = a.GetResult().GetPrefix()
-			}
-			if token = resp.GetNextPageToken(); token == "" {
-				break
-			}
+		for name, addr := range heldIn(t, fresh, vrf) {
+			held[vrf+"/"+name] = addr
 		}
 	}
 	for k, addr := range acked {
 		if held[k] != addr {
 			t.Errorf("after the restart %s holds %q, acknowledged %q", k, held[k], addr)
+		}
+	}
+}
+
+// heldIn returns the address allocations of network instance vrf that
+// conn holds, by name.
+func heldIn(t testing.TB, conn ipamv1.IPAMClient, vrf string) map[string]string {
+	t.Helper()
+	held := map[string]string{}
+	token := ""
+	for {
+		resp, err := conn.List(context.Background(), &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION,
+			NetworkInstance: vrf, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range resp.GetObjects() {
+			a := o.GetAllocation()
+			held[a.GetAllocation().GetKey().GetName()] = a.GetResult().GetPrefix()
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			return held
+		}
+	}
+}
+
+// localCommits is a client whose calls carry the header of a forwarded
+// call: the replica makes them itself instead of forwarding them to the
+// write lead (as a replica does that cannot reach the leader).
+type localCommits struct{ ipamv1.IPAMClient }
+
+func (c localCommits) Allocate(ctx context.Context, in *ipamv1.AllocateRequest, opts ...grpc.CallOption) (*ipamv1.AllocateResponse, error) {
+	return c.IPAMClient.Allocate(metadata.AppendToOutgoingContext(ctx, "ipam-forwarded-by", "test"), in, opts...)
+}
+
+// TestLeaderRaceWithLocalCommits: one replica holds the write lead and
+// pipelines its commits while another commits its own changes in the
+// same network instance (no forwarding), so the leader's transactions
+// keep losing the race for the head: each loss makes it reload its state
+// from etcd and its callers run again. 32 clients on each replica make
+// 20 allocations each: no address is handed out twice, both replicas
+// agree, and a replica started afterwards restores every acknowledged
+// allocation.
+func TestLeaderRaceWithLocalCommits(t *testing.T) {
+	c := startCluster(t, 3)
+	cli := etcdClient(t, c.endpoints())
+	cfg := server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: "/race/"}
+	first := servertest.Start(t, cfg, false)
+	deadline := time.Now().Add(20 * time.Second)
+	for leaderAddr(t, cli, "/race/") == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("no replica took the write lead")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	second := servertest.Start(t, cfg, false)
+	leader, other := first.Client(t), second.Client(t)
+	if leaderAddr(t, cli, "/race/") != first.Addr {
+		t.Fatalf("the write lead is at %s, not at the first replica %s", leaderAddr(t, cli, "/race/"), first.Addr)
+	}
+	seedVRFs(t, leader, 1)
+	for { // the other replica follows
+		resp, err := other.List(context.Background(), &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetObjects()) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the other replica does not see vrf-0")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	var mu sync.Mutex
+	acked := map[string]string{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 64 {
+		conns := []ipamv1.IPAMClient{leader}
+		if g%2 == 1 {
+			conns = []ipamv1.IPAMClient{localCommits{other}}
+		}
+		wg.Go(func() {
+			for i := range 20 {
+				name := fmt.Sprintf("c%d-%d", g, i)
+				addr, err := allocateIn(context.Background(), conns, "vrf-0", name, 0)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				acked[name] = addr
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	distinct(t, acked)
+	later := servertest.Start(t, cfg, false).Client(t)
+	for _, conn := range []ipamv1.IPAMClient{leader, other, later} {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got := heldIn(t, conn, "vrf-0")
+			if maps.Equal(got, acked) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a replica holds %d allocations of load-vrf-0, not the %d acknowledged ones", len(got), len(acked))
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }

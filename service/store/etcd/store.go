@@ -66,6 +66,7 @@ type Store struct {
 	logPfx     string // PREFIX/log/
 	pointer    string // PREFIX/snapshot
 	snapPfx    string // PREFIX/snapshots/
+	leadPfx    string // PREFIX/lead/: the write lead's election (lead.go)
 	timeout    time.Duration
 	every      int // log entries between snapshots; <= 0: none automatic
 	chunkBytes int
@@ -91,15 +92,26 @@ type Store struct {
 	reloading bool          // the allocator is being reloaded: commits wait
 	closed    bool          // Close was called: no new snapshot round
 	advanced  chan struct{} // closed and replaced whenever applied grows
-	failed    error         // the allocator can no longer follow etcd
+	failed    error         // the allocator can no longer follow etcd (also in failure)
 
 	publish ipam.Journal // receives other replicas' entries once applied (nil: none)
 
-	// qmu guards the changes waiting to commit (see group.go) and whether
-	// one of them leads a transaction.
-	qmu     sync.Mutex
-	queue   []*commitReq
-	leading bool
+	// qmu guards the changes waiting to commit (see group.go), whether
+	// one of them leads a transaction, and whether the allocator holds
+	// changes of failed pipelined transactions (dirty, until the reload;
+	// epoch counts such failures).
+	qmu      sync.Mutex
+	queue    []*commitReq
+	batching bool
+	dirty    bool
+	epoch    uint64
+	pending  int           // pipelined changes queued or in flight
+	kick     chan struct{} // asks the watch loop to reload
+
+	failure atomic.Pointer[error] // failed, read without mu (Append runs under the allocator's locks)
+
+	lead   atomic.Bool  // this replica holds the write lead: commits are pipelined (lead.go)
+	leader atomic.Value // string: the gRPC address of the replica holding the write lead
 }
 
 // staleError is a refused or undecided commit: the allocator must reach
@@ -169,8 +181,9 @@ func Open(opts Options) (*Store, error) {
 		chunk = DefaultSnapshotChunkBytes
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Store{cli: cli, head: prefix + "head", logPfx: prefix + "log/", pointer: prefix + "snapshot", snapPfx: prefix + "snapshots/",
-		timeout: timeout, every: every, chunkBytes: chunk, log: log, ctx: ctx, cancel: cancel, advanced: make(chan struct{})}, nil
+	return &Store{cli: cli, head: prefix + "head", logPfx: prefix + "log/", pointer: prefix + "snapshot", snapPfx: prefix + "snapshots/", leadPfx: prefix + "lead/",
+		timeout: timeout, every: every, chunkBytes: chunk, log: log, ctx: ctx, cancel: cancel, advanced: make(chan struct{}),
+		kick: make(chan struct{}, 1)}, nil
 }
 
 func (s *Store) logKey(seq uint64) string { return fmt.Sprintf("%s%020d", s.logPfx, seq) }
@@ -257,7 +270,18 @@ func (s *Store) follow(rev int64) {
 func (s *Store) watch(rev int64) (int64, error) {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
 	defer cancel()
-	for wr := range s.cli.Watch(ctx, s.logPfx, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+	wch := s.cli.Watch(ctx, s.logPfx, clientv3.WithPrefix(), clientv3.WithRev(rev))
+	for {
+		var wr clientv3.WatchResponse
+		select {
+		case <-s.kick:
+			return rev, fmt.Errorf("%w: a pipelined commit failed, so the allocator holds changes etcd may not have", errBehind)
+		case resp, ok := <-wch:
+			if !ok {
+				return rev, nil
+			}
+			wr = resp
+		}
 		if err := wr.Err(); err != nil {
 			if wr.CompactRevision != 0 {
 				return rev, fmt.Errorf("%w: etcd compacted its history to revision %d, past revision %d the watch needs: %w",
@@ -287,7 +311,6 @@ func (s *Store) watch(rev int64) (int64, error) {
 			}
 		}
 	}
-	return rev, nil
 }
 
 // applyEntry applies one log entry unless the allocator already has it.
@@ -324,6 +347,15 @@ func (s *Store) applyEntry(kv *mvccpb.KeyValue, lastOfRev bool) error {
 		return fmt.Errorf("store etcd: %s: %w", kv.Key, err)
 	}
 	s.mu.Lock()
+	// Pipelined changes queued before this entry was applied were decided
+	// without it, yet their transaction would compare the head with the
+	// revision it moves to: they must not commit.
+	s.qmu.Lock()
+	spoiled := s.pending > 0
+	s.qmu.Unlock()
+	if spoiled {
+		s.spoil()
+	}
 	s.seq = seq
 	if lastOfRev {
 		s.applied = kv.ModRevision
@@ -368,9 +400,19 @@ func (s *Store) reload(why error) (int64, error) {
 	if s.publish != nil {
 		before = s.a.Snapshot(nil)
 	}
+	// Changes of pipelined commits that fail from here on may survive the
+	// reset: they leave the allocator spoiled for the next reload.
+	s.qmu.Lock()
+	epoch := s.epoch
+	s.qmu.Unlock()
 	if err := s.a.Reset(st.recs); err != nil {
 		return 0, fmt.Errorf("store etcd: reloading: %w", err)
 	}
+	s.qmu.Lock()
+	if s.epoch == epoch {
+		s.dirty = false
+	}
+	s.qmu.Unlock()
 	if s.publish != nil {
 		diff, err := changes(before, s.a.Snapshot(nil))
 		if err != nil {
@@ -396,6 +438,7 @@ func (s *Store) fail(err error) {
 	s.mu.Lock()
 	if s.failed == nil {
 		s.failed = err
+		s.failure.Store(&err)
 	}
 	close(s.advanced)
 	s.advanced = make(chan struct{})
@@ -428,7 +471,10 @@ func (s *Store) CatchUp(err error) error {
 		if failed != nil {
 			return &unavailableError{failed}
 		}
-		if applied >= target && !reloading {
+		s.qmu.Lock()
+		dirty := s.dirty
+		s.qmu.Unlock()
+		if applied >= target && !reloading && !dirty {
 			return nil
 		}
 		select {
@@ -442,11 +488,8 @@ func (s *Store) CatchUp(err error) error {
 // Append implements ipam.Journal. Commit already made the records durable;
 // once the replica can no longer follow etcd, Append reports that failure.
 func (s *Store) Append([]ipam.Record) func() error {
-	s.mu.Lock()
-	failed := s.failed
-	s.mu.Unlock()
-	if failed != nil {
-		return func() error { return failed }
+	if failed := s.failure.Load(); failed != nil {
+		return func() error { return *failed }
 	}
 	return nil
 }

@@ -1,0 +1,177 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/grpcopt"
+)
+
+// leaderStore is a store whose replicas elect one of them to make every
+// change (the etcd store's write lead).
+type leaderStore interface {
+	// Lead campaigns for the lead, advertising addr to the other replicas.
+	Lead(addr string)
+	// Leader returns the address of the replica holding the lead and
+	// whether it is this one.
+	Leader() (addr string, self bool)
+}
+
+// forwardedHeader marks a call one replica forwarded to another, which
+// serves it itself.
+const forwardedHeader = "ipam-forwarded-by"
+
+// writeMethods are the IPAM methods that change something, with the type
+// of their answer.
+var writeMethods = map[string]func() proto.Message{
+	ipamv1.IPAM_CreateNetworkInstance_FullMethodName: func() proto.Message { return new(ipamv1.CreateNetworkInstanceResponse) },
+	ipamv1.IPAM_DeleteNetworkInstance_FullMethodName: func() proto.Message { return new(ipamv1.DeleteResponse) },
+	ipamv1.IPAM_CreatePrefix_FullMethodName:          func() proto.Message { return new(ipamv1.CreatePrefixResponse) },
+	ipamv1.IPAM_DeletePrefix_FullMethodName:          func() proto.Message { return new(ipamv1.DeleteResponse) },
+	ipamv1.IPAM_CreateRange_FullMethodName:           func() proto.Message { return new(ipamv1.CreateRangeResponse) },
+	ipamv1.IPAM_DeleteRange_FullMethodName:           func() proto.Message { return new(ipamv1.DeleteResponse) },
+	ipamv1.IPAM_Allocate_FullMethodName:              func() proto.Message { return new(ipamv1.AllocateResponse) },
+	ipamv1.IPAM_Release_FullMethodName:               func() proto.Message { return new(ipamv1.DeleteResponse) },
+	ipamv1.IPAM_Sync_FullMethodName:                  func() proto.Message { return new(ipamv1.SyncResponse) },
+}
+
+// forwarder sends the changes a replica is asked for to the replica that
+// holds the write lead, which pipelines them with everyone else's; reads
+// are served where they arrive. A replica that holds the lead, does not
+// know the leader, or cannot reach it (Unavailable) makes the change
+// itself: the store's compare on its head keeps that safe. The caller was
+// authenticated here; its bearer token goes along, so the leader
+// authorizes the same caller. Only replicas that serve plaintext gRPC
+// forward (a client certificate cannot be passed on).
+type forwarder struct {
+	store     leaderStore
+	self      string // this replica's advertised address
+	log       *slog.Logger
+	forwarded prometheus.Counter
+	fellBack  prometheus.Counter
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+func newForwarder(store leaderStore, self string, log *slog.Logger, m *Metrics) *forwarder {
+	return &forwarder{store: store, self: self, log: log, conns: map[string]*grpc.ClientConn{},
+		forwarded: m.forwards.WithLabelValues("forwarded"), fellBack: m.forwards.WithLabelValues("committed_here")}
+}
+
+// unary forwards write calls to the leader.
+func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	answer, write := writeMethods[info.FullMethod]
+	if !write {
+		return handler(ctx, req)
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	if len(md.Get(forwardedHeader)) > 0 {
+		return handler(ctx, req)
+	}
+	leader, self := f.store.Leader()
+	if self || leader == "" || leader == f.self {
+		return handler(ctx, req)
+	}
+	conn, err := f.conn(leader)
+	if err != nil {
+		f.log.Debug("forwarding to the write lead", "leader", leader, "err", err)
+		f.fellBack.Inc()
+		return handler(ctx, req)
+	}
+	out := metadata.Pairs(forwardedHeader, f.self)
+	if auth := md.Get("authorization"); len(auth) > 0 {
+		out.Set("authorization", auth...)
+	}
+	resp := answer()
+	err = conn.Invoke(metadata.NewOutgoingContext(ctx, out), info.FullMethod, req, resp)
+	if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
+		// The leader is gone or cannot commit: this replica commits.
+		f.log.Debug("the write lead is unavailable; committing here", "leader", leader, "err", err)
+		f.fellBack.Inc()
+		return handler(ctx, req)
+	}
+	f.forwarded.Inc()
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// conn returns the connection to the replica at addr.
+func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c := f.conns[addr]; c != nil {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr, append(grpcopt.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		return nil, fmt.Errorf("dialing the write lead %s: %w", addr, err)
+	}
+	f.conns[addr] = c
+	return c, nil
+}
+
+// close closes the connections to other replicas.
+func (f *forwarder) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for addr, c := range f.conns {
+		c.Close()
+		delete(f.conns, addr)
+	}
+}
+
+// advertiseAddr returns the address other replicas reach this one at:
+// advertise when set, else the listener's address, its host replaced by
+// the first address of a network interface that is up and not loopback
+// when it listens on every address.
+func advertiseAddr(advertise string, lis net.Listener) (string, error) {
+	if advertise != "" {
+		if _, _, err := net.SplitHostPort(advertise); err != nil {
+			return "", fmt.Errorf("--advertise-addr %q: %w", advertise, err)
+		}
+		return advertise, nil
+	}
+	ap, err := netip.ParseAddrPort(lis.Addr().String())
+	if err != nil {
+		return lis.Addr().String(), nil
+	}
+	if !ap.Addr().IsUnspecified() {
+		return ap.String(), nil
+	}
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return "", fmt.Errorf("finding the address to advertise (set --advertise-addr): %w", err)
+	}
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.IsGlobalUnicast() {
+				return net.JoinHostPort(ipn.IP.String(), strconv.Itoa(int(ap.Port()))), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no network interface address to advertise to the other replicas: set --advertise-addr")
+}
