@@ -218,7 +218,7 @@ func bothWaits(first, second func() error) func() error {
 	}
 	return func() error {
 		if err := first(); err != nil {
-			second() // the journal still completes its batch
+			_ = second() // the journal still completes its batch; the first error is the one to report
 			return err
 		}
 		return second()

@@ -277,7 +277,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if ls, ok := store.(leaderStore); ok && tlsConf == nil {
 		self, err := advertiseAddr(cfg.AdvertiseAddr, lis)
 		if err != nil {
-			lis.Close()
+			_ = lis.Close() // the error above is the one to report
 			return err
 		}
 		fwd = newForwarder(ls, self, log, metrics)

@@ -19,9 +19,9 @@ import (
 // puts the records waiting at the same moment under one fsync. Each
 // change stays its own log entry, so it keeps its own all-or-nothing
 // result and other replicas apply it as before; the transaction compares
-// the head once and advances it past all of them. One change waits for
-// the transaction in flight, then the next one takes every change queued
-// meanwhile (up to MaxBatchBytes).
+// the head once and advances it past all of them. One goroutine commits:
+// while a transaction is in flight the changes queue, and the next
+// transaction takes every change queued meanwhile (up to MaxBatchBytes).
 
 // MaxBatchBytes bounds the log entries of one group transaction: below
 // etcd's default request limit (1.5 MiB), with room for the keys. A
@@ -30,8 +30,7 @@ const MaxBatchBytes = 1 << 20
 
 // commitReq is one change waiting to commit: its encoded entry, whether
 // its mutation already released its locks (piped), the epoch it was
-// queued in and where its outcome goes (errLead: it is now its turn to
-// lead).
+// queued in and where its outcome goes.
 type commitReq struct {
 	val     []byte
 	records int
@@ -39,9 +38,6 @@ type commitReq struct {
 	epoch   uint64
 	done    chan error
 }
-
-// errLead tells a queued change that it leads the next transaction.
-var errLead = errors.New("lead the next group commit")
 
 // Commit implements ipam.Committer: the records become the next log entry
 // in a transaction that succeeds only if no other replica committed since
@@ -79,31 +75,48 @@ func (s *Store) Commit(recs []ipam.Record) (func() error, error) {
 		s.qmu.Unlock()
 		return nil, &staleError{reloading: true}
 	}
+	if s.stopped {
+		s.qmu.Unlock()
+		return nil, &unavailableError{errors.New("store etcd: closed")}
+	}
 	r.epoch = s.epoch
 	if r.piped {
 		s.pending++
 	}
 	s.queue = append(s.queue, r)
-	lead := !s.batching
-	s.batching = true
 	s.qmu.Unlock()
-	if r.piped {
-		return func() error { return s.await(r, lead) }, nil
+	s.committing.Do(func() {
+		s.wake = make(chan struct{}, 1)
+		go s.commitLoop()
+	})
+	select {
+	case s.wake <- struct{}{}:
+	default:
 	}
-	return nil, s.await(r, lead)
+	if r.piped {
+		return func() error { return <-r.done }, nil
+	}
+	return nil, <-r.done
 }
 
-// await returns the outcome of r, leading the transactions it is asked to
-// lead (lead: r leads the next one).
-func (s *Store) await(r *commitReq, lead bool) error {
+// commitLoop commits the queued changes, a transaction at a time, until
+// the store closes; then it refuses what is still queued.
+func (s *Store) commitLoop() {
 	for {
-		if lead {
-			s.leadBatch()
+		select {
+		case <-s.wake:
+		case <-s.ctx.Done():
 		}
-		if err := <-r.done; err != errLead { //nolint:errorlint // a sentinel sent as is
-			return err
+		for s.commitQueued() {
 		}
-		lead = true
+		if s.ctx.Err() != nil {
+			s.qmu.Lock()
+			s.stopped = true
+			s.qmu.Unlock()
+			for s.commitQueued() {
+			}
+			return
+		}
 	}
 }
 
@@ -130,10 +143,9 @@ func (s *Store) spoil() {
 	}
 }
 
-// leadBatch commits the queued changes (at least one, up to MaxBatchBytes)
-// in one transaction, hands each its outcome, and passes the lead to the
-// next queued change, if any.
-func (s *Store) leadBatch() {
+// commitQueued commits the queued changes (up to MaxBatchBytes) in one
+// transaction and hands each its outcome; false when none was queued.
+func (s *Store) commitQueued() bool {
 	s.qmu.Lock()
 	n, size := 0, 0
 	for n < len(s.queue) && (n == 0 || size+len(s.queue[n].val) <= MaxBatchBytes) {
@@ -143,6 +155,9 @@ func (s *Store) leadBatch() {
 	batch := append([]*commitReq(nil), s.queue[:n]...)
 	s.queue = append(s.queue[:0], s.queue[n:]...)
 	s.qmu.Unlock()
+	if n == 0 {
+		return false
+	}
 
 	errs := s.commitBatch(batch)
 	piped := 0
@@ -152,15 +167,10 @@ func (s *Store) leadBatch() {
 			piped++
 		}
 	}
-
 	s.qmu.Lock()
 	s.pending -= piped
-	if len(s.queue) > 0 {
-		s.queue[0].done <- errLead
-	} else {
-		s.batching = false
-	}
 	s.qmu.Unlock()
+	return true
 }
 
 // commitBatch writes the entries of batch after the last one this replica

@@ -66,7 +66,7 @@ func (s *Store) campaign(addr string) {
 		}
 		el := concurrency.NewElection(sess, s.leadPfx)
 		if err := el.Campaign(s.ctx, addr); err != nil {
-			sess.Close()
+			_ = sess.Close() // revokes the lease; it expires anyway
 			if s.ctx.Err() == nil {
 				s.log.Warn("etcd: campaigning for the write lead; retrying", "err", err)
 				pause()
@@ -91,7 +91,7 @@ func (s *Store) campaign(addr string) {
 			s.log.Debug("etcd: resigning the write lead", "err", err)
 		}
 		cancel()
-		sess.Close()
+		_ = sess.Close() // revokes the lease; it expires anyway
 	}
 }
 

@@ -97,16 +97,19 @@ type Store struct {
 	publish ipam.Journal // receives other replicas' entries once applied (nil: none)
 
 	// qmu guards the changes waiting to commit (see group.go), whether
-	// one of them leads a transaction, and whether the allocator holds
+	// the store stopped committing, and whether the allocator holds
 	// changes of failed pipelined transactions (dirty, until the reload;
 	// epoch counts such failures).
-	qmu      sync.Mutex
-	queue    []*commitReq
-	batching bool
-	dirty    bool
-	epoch    uint64
-	pending  int           // pipelined changes queued or in flight
-	kick     chan struct{} // asks the watch loop to reload
+	qmu     sync.Mutex
+	queue   []*commitReq
+	stopped bool
+	dirty   bool
+	epoch   uint64
+	pending int           // pipelined changes queued or in flight
+	kick    chan struct{} // asks the watch loop to reload
+
+	committing sync.Once     // starts the commit loop (group.go) on the first Commit
+	wake       chan struct{} // tells the commit loop that changes are queued
 
 	failure atomic.Pointer[error] // failed, read without mu (Append runs under the allocator's locks)
 
