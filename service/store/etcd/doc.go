@@ -14,13 +14,14 @@
 //     entry, so it is atomic; an entry over etcd's request limit is refused
 //     with InvalidArgument, not retried.
 //   - Group commit (group.go): the commits of one replica waiting at the
-//     same moment (mutations of different network instances and owners,
-//     whose locks are disjoint) share that transaction, each its own log
-//     entry, up to MaxBatchBytes; the head moves past all of them at
-//     once. The transaction succeeds or fails for all: a refused one rolls
-//     each mutation back and each retries as below. Other replicas apply
-//     the entries of one revision one by one and count the revision as
-//     applied after its last entry.
+//     same moment share that transaction, up to MaxBatchBytes, as ONE log
+//     entry that joins the entries of the changes (entry.go), which the
+//     other replicas apply in turn: etcd's work and the watch events go
+//     by keys. The transaction succeeds or fails for all: a refused one
+//     rolls each mutation back and each retries as below. Entries of
+//     earlier versions (one key per change, several at one revision) are
+//     still applied, the revision counting as applied after its last
+//     entry.
 //   - The write lead (lead.go): replicas that serve plaintext gRPC elect
 //     one of them through an etcd election (a lease of LeaseTTL seconds
 //     under PREFIX/lead/, the value its --advertise-addr) and forward the

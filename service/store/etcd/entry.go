@@ -24,8 +24,16 @@ import (
 // before this format hold JSON arrays of records, which decode still reads
 // (their first byte is '['); every entry and snapshot written now is binary,
 // so none depends on a Go field name.
+//
+// A group commit joins the entries of its changes into one:
+//
+//	joined = 2:byte count:uvarint count × (len:uvarint entry)
+//
+// each entry as above (gzipped or not, never joined itself), so that one
+// transaction puts one log key whatever the number of changes it carries.
 const (
 	entryVersion = 1
+	entryJoined  = 2
 	compressFrom = 1 << 10
 	gzipMagic0   = 0x1f
 	gzipMagic1   = 0x8b
@@ -67,9 +75,62 @@ func compress(b []byte) ([]byte, error) {
 	return z.Bytes(), nil
 }
 
-// decode reads a stored entry or snapshot: gzipped or not, binary or
-// (written by earlier versions) JSON.
+// join returns the joined entry of entries (stored entries, not joined).
+func join(entries [][]byte) []byte {
+	size := 1 + binary.MaxVarintLen64
+	for _, e := range entries {
+		size += binary.MaxVarintLen64 + len(e)
+	}
+	b := binary.AppendUvarint(append(make([]byte, 0, size), entryJoined), uint64(len(entries)))
+	for _, e := range entries {
+		b = binary.AppendUvarint(b, uint64(len(e)))
+		b = append(b, e...)
+	}
+	return b
+}
+
+// decode reads a stored entry or snapshot: joined or not, gzipped or
+// not, binary or (written by earlier versions) JSON.
 func decode(b []byte) ([]ipam.Record, error) {
+	if len(b) > 0 && b[0] == entryJoined {
+		return decodeJoined(b[1:])
+	}
+	return decodeOne(b)
+}
+
+// decodeJoined reads the entries of a joined entry after its first byte
+// and returns their records in turn.
+func decodeJoined(b []byte) ([]ipam.Record, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, fmt.Errorf("%w: bad entry count", errEntry)
+	}
+	b = b[k:]
+	var recs []ipam.Record
+	for i := range n {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return nil, fmt.Errorf("%w: joined entry %d: bad length", errEntry, i)
+		}
+		e := b[k : k+int(l)]
+		if len(e) > 0 && e[0] == entryJoined {
+			return nil, fmt.Errorf("%w: joined entry %d is joined itself", errEntry, i)
+		}
+		more, err := decodeOne(e)
+		if err != nil {
+			return nil, fmt.Errorf("joined entry %d: %w", i, err)
+		}
+		recs = append(recs, more...)
+		b = b[k+int(l):]
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", errEntry, len(b))
+	}
+	return recs, nil
+}
+
+// decodeOne reads an entry that is not joined.
+func decodeOne(b []byte) ([]ipam.Record, error) {
 	if len(b) >= 2 && b[0] == gzipMagic0 && b[1] == gzipMagic1 {
 		zr, err := gzip.NewReader(bytes.NewReader(b))
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,11 +65,18 @@ func TestEntryRoundTrip(t *testing.T) {
 			}
 		})
 	}
+	// A group commit's joined entry: a small and a gzipped entry in turn.
+	sb, _ := encode(small)
+	lb, _ := encode(large)
+	back, err := decode(join([][]byte{sb, lb}))
+	if err != nil || !reflect.DeepEqual(back, append(slices.Clone(small), large...)) {
+		t.Fatalf("joined entry: %d records, %v", len(back), err)
+	}
 	legacy, err := json.Marshal(small)
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := decode(legacy)
+	back, err = decode(legacy)
 	if err != nil || len(back) != len(small) || back[0].Op != small[0].Op || back[0].Key != small[0].Key {
 		t.Fatalf("a JSON entry of an earlier version: %v %v", back, err)
 	}
@@ -97,6 +105,11 @@ func TestEntryRejects(t *testing.T) {
 		{"trailing bytes", append(bytes.Clone(good), 0), "trailing"},
 		{"bad record", append([]byte{1, 1, byte(len(rec))}, append([]byte{7}, rec[1:]...)...), "malformed record"},
 		{"bad gzip", []byte{gzipMagic0, gzipMagic1, 0}, "malformed entry"},
+		{"joined count past the end", []byte{entryJoined, 0x7f}, "bad entry count"},
+		{"joined short entry", join([][]byte{good})[:len(good)], "joined entry 0"},
+		{"joined trailing bytes", append(join([][]byte{good}), 0), "trailing"},
+		{"joined in joined", join([][]byte{join([][]byte{good})}), "joined itself"},
+		{"joined bad entry", join([][]byte{good, {9}}), "joined entry 1: malformed entry: unknown version"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := decode(tc.b)

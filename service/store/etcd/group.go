@@ -14,14 +14,14 @@ import (
 )
 
 // Group commit: the changes of one replica waiting to commit at the same
-// moment (mutations of different network instances and owners, which
-// hold disjoint locks) go to etcd in ONE transaction, as the file store
-// puts the records waiting at the same moment under one fsync. Each
-// change stays its own log entry, so it keeps its own all-or-nothing
-// result and other replicas apply it as before; the transaction compares
-// the head once and advances it past all of them. One goroutine commits:
-// while a transaction is in flight the changes queue, and the next
-// transaction takes every change queued meanwhile (up to MaxBatchBytes).
+// moment go to etcd in ONE transaction, as the file store puts the records
+// waiting at the same moment under one fsync: one log entry that joins
+// the entries of the changes (entry.go), which other replicas apply in
+// turn. The transaction compares the head once; each change keeps its own
+// result (all of them are committed or none), and its idempotence. One
+// goroutine commits: while a transaction is in flight the changes queue,
+// and the next transaction takes every change queued meanwhile (up to
+// MaxBatchBytes).
 
 // MaxBatchBytes bounds the log entries of one group transaction: below
 // etcd's default request limit (1.5 MiB), with room for the keys. A
@@ -219,14 +219,22 @@ func (s *Store) commitBatch(batch []*commitReq) (errs []error) {
 	if entries == 0 { // barriers only: what they waited for is committed
 		return same(nil)
 	}
-	first, last := s.seq+1, s.seq+uint64(entries)
-	ops := make([]clientv3.Op, 0, entries+1)
-	ops = append(ops, clientv3.OpPut(s.head, strconv.FormatUint(last, 10)))
-	for _, r := range batch {
-		if r.records > 0 {
-			ops = append(ops, clientv3.OpPut(s.logKey(first+uint64(len(ops)-1)), string(r.val)))
+	// One log key for the whole group: etcd's work, and the events every
+	// replica's watch receives, go by keys.
+	var val []byte
+	if entries == 1 {
+		val = batch[slices.IndexFunc(batch, func(r *commitReq) bool { return r.records > 0 })].val
+	} else {
+		vals := make([][]byte, 0, entries)
+		for _, r := range batch {
+			if r.records > 0 {
+				vals = append(vals, r.val)
+			}
 		}
+		val = join(vals)
 	}
+	first, last := s.seq+1, s.seq+1
+	ops := []clientv3.Op{clientv3.OpPut(s.head, strconv.FormatUint(last, 10)), clientv3.OpPut(s.logKey(last), string(val))}
 	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
 	defer cancel()
 	resp, err := s.cli.Txn(ctx).
