@@ -119,3 +119,29 @@ func TestEntryRejects(t *testing.T) {
 		})
 	}
 }
+
+// FuzzDecodeEntry: any bytes decode to records or an error wrapping
+// errEntry, never a panic; a joined entry of one entry decodes as that
+// entry does.
+func FuzzDecodeEntry(f *testing.F) {
+	good, _ := encode(caseRecords()[:3])
+	f.Add(good)
+	f.Add(join([][]byte{good, good}))
+	f.Add([]byte{entryJoined, 1, 1, 2})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		recs, err := decode(b)
+		if err != nil {
+			if !errors.Is(err, errEntry) {
+				t.Fatalf("error %v does not wrap errEntry", err)
+			}
+			return
+		}
+		if len(b) == 0 || b[0] == entryJoined {
+			return
+		}
+		back, err := decode(join([][]byte{b}))
+		if err != nil || len(back) != len(recs) {
+			t.Fatalf("joined alone: %d records, %v; alone %d", len(back), err, len(recs))
+		}
+	})
+}
