@@ -18,10 +18,7 @@
 //     entry that joins the entries of the changes (entry.go), which the
 //     other replicas apply in turn: etcd's work and the watch events go
 //     by keys. The transaction succeeds or fails for all: a refused one
-//     rolls each mutation back and each retries as below. Entries of
-//     earlier versions (one key per change, several at one revision) are
-//     still applied, the revision counting as applied after its last
-//     entry.
+//     rolls each mutation back and each retries as below.
 //   - The write lead (lead.go): replicas that serve plaintext gRPC elect
 //     one of them through an etcd election (a lease of LeaseTTL seconds
 //     under PREFIX/lead/, the value its --advertise-addr) and forward the

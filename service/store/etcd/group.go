@@ -201,8 +201,8 @@ func (s *Store) commitBatch(batch []*commitReq) (errs []error) {
 			}
 		}
 	}()
-	if s.failed != nil {
-		return same(&unavailableError{s.failed})
+	if failed := s.failed(); failed != nil {
+		return same(&unavailableError{failed})
 	}
 	s.qmu.Lock()
 	epoch := s.epoch
@@ -210,31 +210,23 @@ func (s *Store) commitBatch(batch []*commitReq) (errs []error) {
 	if s.reloading || slices.ContainsFunc(batch, func(r *commitReq) bool { return r.epoch != epoch }) {
 		return same(&staleError{reloading: true})
 	}
-	entries := 0
+	var vals [][]byte // barriers have none
 	for _, r := range batch {
 		if r.records > 0 {
-			entries++
+			vals = append(vals, r.val)
 		}
 	}
-	if entries == 0 { // barriers only: what they waited for is committed
+	if len(vals) == 0 { // barriers only: what they waited for is committed
 		return same(nil)
 	}
 	// One log key for the whole group: etcd's work, and the events every
 	// replica's watch receives, go by keys.
-	var val []byte
-	if entries == 1 {
-		val = batch[slices.IndexFunc(batch, func(r *commitReq) bool { return r.records > 0 })].val
-	} else {
-		vals := make([][]byte, 0, entries)
-		for _, r := range batch {
-			if r.records > 0 {
-				vals = append(vals, r.val)
-			}
-		}
+	val := vals[0]
+	if len(vals) > 1 {
 		val = join(vals)
 	}
-	first, last := s.seq+1, s.seq+1
-	ops := []clientv3.Op{clientv3.OpPut(s.head, strconv.FormatUint(last, 10)), clientv3.OpPut(s.logKey(last), string(val))}
+	next := s.seq + 1
+	ops := []clientv3.Op{clientv3.OpPut(s.head, strconv.FormatUint(next, 10)), clientv3.OpPut(s.logKey(next), string(val))}
 	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
 	defer cancel()
 	resp, err := s.cli.Txn(ctx).
@@ -243,7 +235,7 @@ func (s *Store) commitBatch(batch []*commitReq) (errs []error) {
 		Else(clientv3.OpGet(s.head)).
 		Commit()
 	if errors.Is(err, rpctypes.ErrRequestTooLarge) {
-		if entries == 1 && len(batch) == 1 {
+		if len(batch) == 1 {
 			return same(&tooLargeError{bytes: len(batch[0].val), records: batch[0].records})
 		}
 		// etcd's limit is below MaxBatchBytes: one by one.
@@ -265,8 +257,8 @@ func (s *Store) commitBatch(batch []*commitReq) (errs []error) {
 		}
 		return same(&staleError{target: target})
 	}
-	s.applied, s.seq = resp.Header.Revision, last
-	if every := uint64(s.every); s.every > 0 && !s.closed && (last/every != (first-1)/every || last-s.snapSeq >= 2*every) {
+	s.applied, s.seq = resp.Header.Revision, next
+	if every := uint64(s.every); s.every > 0 && !s.closed && (next%every == 0 || next-s.snapSeq >= 2*every) {
 		s.startSnapshots()
 	}
 	return same(nil)

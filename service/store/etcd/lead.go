@@ -51,17 +51,11 @@ func (s *Store) Leader() (addr string, self bool) {
 // lives; it resigns when the store closes, so that another replica takes
 // over at once.
 func (s *Store) campaign(addr string) {
-	pause := func() {
-		select {
-		case <-s.ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
 	for s.ctx.Err() == nil {
 		sess, err := concurrency.NewSession(s.cli, concurrency.WithTTL(LeaseTTL), concurrency.WithContext(s.ctx))
 		if err != nil {
 			s.log.Warn("etcd: no lease for the write lead; retrying", "err", err)
-			pause()
+			s.pause(time.Second)
 			continue
 		}
 		el := concurrency.NewElection(sess, s.leadPfx)
@@ -69,7 +63,7 @@ func (s *Store) campaign(addr string) {
 			_ = sess.Close() // revokes the lease; it expires anyway
 			if s.ctx.Err() == nil {
 				s.log.Warn("etcd: campaigning for the write lead; retrying", "err", err)
-				pause()
+				s.pause(time.Second)
 			}
 			continue
 		}
@@ -104,10 +98,7 @@ func (s *Store) observe() {
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
 		cancel()
 		if err != nil {
-			select {
-			case <-s.ctx.Done():
-			case <-time.After(time.Second):
-			}
+			s.pause(time.Second)
 			continue
 		}
 		leader := ""

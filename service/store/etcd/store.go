@@ -92,7 +92,6 @@ type Store struct {
 	reloading bool          // the allocator is being reloaded: commits wait
 	closed    bool          // Close was called: no new snapshot round
 	advanced  chan struct{} // closed and replaced whenever applied grows
-	failed    error         // the allocator can no longer follow etcd (also in failure)
 
 	publish ipam.Journal // receives other replicas' entries once applied (nil: none)
 
@@ -111,7 +110,9 @@ type Store struct {
 	committing sync.Once     // starts the commit loop (group.go) on the first Commit
 	wake       chan struct{} // tells the commit loop that changes are queued
 
-	failure atomic.Pointer[error] // failed, read without mu (Append runs under the allocator's locks)
+	// failure is why the allocator can no longer follow etcd (nil: it
+	// can); atomic, as Append reads it under the allocator's locks.
+	failure atomic.Pointer[error]
 
 	lead   atomic.Bool  // this replica holds the write lead: commits are pipelined (lead.go)
 	leader atomic.Value // string: the gRPC address of the replica holding the write lead
@@ -258,10 +259,7 @@ func (s *Store) follow(rev int64) {
 				return
 			}
 		}
-		select {
-		case <-s.ctx.Done():
-		case <-time.After(retry):
-		}
+		s.pause(retry)
 		if behind != nil {
 			retry = min(2*retry, 5*time.Second)
 		}
@@ -293,34 +291,20 @@ func (s *Store) watch(rev int64) (int64, error) {
 			s.log.Warn("etcd: watch interrupted; resuming", "revision", rev, "err", err)
 			return rev, nil
 		}
-		for i, ev := range wr.Events {
+		for _, ev := range wr.Events {
 			if ev.Type != mvccpb.PUT { // truncation deletes entries
 				continue
 			}
-			// A group commit puts several entries at one revision, all in
-			// one response.
-			lastOfRev := true
-			for _, next := range wr.Events[i+1:] {
-				if next.Type == mvccpb.PUT {
-					lastOfRev = next.Kv.ModRevision != ev.Kv.ModRevision
-					break
-				}
-			}
-			if err := s.applyEntry(ev.Kv, lastOfRev); err != nil {
+			if err := s.applyEntry(ev.Kv); err != nil {
 				return rev, err
 			}
-			if lastOfRev {
-				rev = ev.Kv.ModRevision + 1
-			}
+			rev = ev.Kv.ModRevision + 1
 		}
 	}
 }
 
 // applyEntry applies one log entry unless the allocator already has it.
-// The applied revision moves on with the last entry of a revision (a
-// group commit writes several at one): until then no commit of this
-// replica can pass the compare on the head.
-func (s *Store) applyEntry(kv *mvccpb.KeyValue, lastOfRev bool) error {
+func (s *Store) applyEntry(kv *mvccpb.KeyValue) error {
 	s.mu.Lock() // waits for a commit in flight, which may be this entry
 	a, skip, last := s.a, kv.ModRevision <= s.applied, s.seq
 	s.mu.Unlock()
@@ -359,12 +343,9 @@ func (s *Store) applyEntry(kv *mvccpb.KeyValue, lastOfRev bool) error {
 	if spoiled {
 		s.spoil()
 	}
-	s.seq = seq
-	if lastOfRev {
-		s.applied = kv.ModRevision
-		close(s.advanced)
-		s.advanced = make(chan struct{})
-	}
+	s.applied, s.seq = kv.ModRevision, seq
+	close(s.advanced)
+	s.advanced = make(chan struct{})
 	s.mu.Unlock()
 	return nil
 }
@@ -435,14 +416,19 @@ func (s *Store) reload(why error) (int64, error) {
 	return st.rev + 1, nil
 }
 
+// pause waits for d, or until the store closes.
+func (s *Store) pause(d time.Duration) {
+	select {
+	case <-s.ctx.Done():
+	case <-time.After(d):
+	}
+}
+
 // fail records that the allocator cannot follow etcd any more.
 func (s *Store) fail(err error) {
 	s.log.Error("etcd: this replica can no longer follow the log", "err", err)
 	s.mu.Lock()
-	if s.failed == nil {
-		s.failed = err
-		s.failure.Store(&err)
-	}
+	s.failure.CompareAndSwap(nil, &err)
 	close(s.advanced)
 	s.advanced = make(chan struct{})
 	s.mu.Unlock()
@@ -469,9 +455,9 @@ func (s *Store) CatchUp(err error) error {
 	}
 	for {
 		s.mu.Lock()
-		applied, failed, advanced, reloading := s.applied, s.failed, s.advanced, s.reloading
+		applied, advanced, reloading := s.applied, s.advanced, s.reloading
 		s.mu.Unlock()
-		if failed != nil {
+		if failed := s.failed(); failed != nil {
 			return &unavailableError{failed}
 		}
 		s.qmu.Lock()
@@ -491,8 +477,17 @@ func (s *Store) CatchUp(err error) error {
 // Append implements ipam.Journal. Commit already made the records durable;
 // once the replica can no longer follow etcd, Append reports that failure.
 func (s *Store) Append([]ipam.Record) func() error {
-	if failed := s.failure.Load(); failed != nil {
-		return func() error { return *failed }
+	if failed := s.failed(); failed != nil {
+		return func() error { return failed }
+	}
+	return nil
+}
+
+// failed returns why the allocator can no longer follow etcd, if it
+// cannot.
+func (s *Store) failed() error {
+	if p := s.failure.Load(); p != nil {
+		return *p
 	}
 	return nil
 }
