@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,9 +53,11 @@ var writeMethods = map[string]func() proto.Message{
 
 // forwarder sends the changes a replica is asked for to the replica that
 // holds the write lead, which pipelines them with everyone else's; reads
-// are served where they arrive. A replica that holds the lead, does not
-// know the leader, or cannot reach it (Unavailable) makes the change
-// itself: the store's compare on its head keeps that safe. The caller was
+// are served where they arrive. Changes go over the relay stream
+// (relay.go), a request too large for it as its own unary call. A replica
+// that holds the lead, does not know the leader, or cannot reach it
+// (Unavailable) makes the change itself: the store's compare on its head
+// keeps that safe, and calls are idempotent by key. The caller was
 // authenticated here; its bearer token goes along, so the leader
 // authorizes the same caller. Only replicas that serve plaintext gRPC
 // forward (a client certificate cannot be passed on).
@@ -64,12 +68,13 @@ type forwarder struct {
 	forwarded prometheus.Counter
 	fellBack  prometheus.Counter
 
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	relays map[string]*relayClient
 }
 
 func newForwarder(store leaderStore, self string, log *slog.Logger, m *Metrics) *forwarder {
-	return &forwarder{store: store, self: self, log: log, conns: map[string]*grpc.ClientConn{},
+	return &forwarder{store: store, self: self, log: log, conns: map[string]*grpc.ClientConn{}, relays: map[string]*relayClient{},
 		forwarded: m.forwards.WithLabelValues("forwarded"), fellBack: m.forwards.WithLabelValues("committed_here")}
 }
 
@@ -87,18 +92,7 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	if self || leader == "" || leader == f.self {
 		return handler(ctx, req)
 	}
-	conn, err := f.conn(leader)
-	if err != nil {
-		f.log.Debug("forwarding to the write lead", "leader", leader, "err", err)
-		f.fellBack.Inc()
-		return handler(ctx, req)
-	}
-	out := metadata.Pairs(forwardedHeader, f.self)
-	if auth := md.Get("authorization"); len(auth) > 0 {
-		out.Set("authorization", auth...)
-	}
-	resp := answer()
-	err = conn.Invoke(metadata.NewOutgoingContext(ctx, out), info.FullMethod, req, resp)
+	resp, err := f.forward(ctx, leader, info.FullMethod, req.(proto.Message), md.Get("authorization"), answer)
 	if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
 		// The leader is gone or cannot commit: this replica commits.
 		f.log.Debug("the write lead is unavailable; committing here", "leader", leader, "err", err)
@@ -112,10 +106,71 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	return resp, nil
 }
 
+// forward makes the call on the leader: relayed, or as its own unary
+// call when its request is too large for the relay.
+func (f *forwarder) forward(ctx context.Context, leader, method string, req proto.Message, auth []string, answer func() proto.Message) (proto.Message, error) {
+	b, err := proto.Marshal(req)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "encoding the %s request: %v", method, err)
+	}
+	if len(b) <= relayMaxRequestBytes && len(auth) <= 1 {
+		rc, err := f.relay(leader)
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "%v", err)
+		}
+		a, err := rc.call(ctx, method, b, strings.Join(auth, ""))
+		if err != nil {
+			return nil, err
+		}
+		return answerResult(a, answer)
+	}
+	conn, err := f.conn(leader)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "%v", err)
+	}
+	out := metadata.Pairs(forwardedHeader, f.self)
+	if len(auth) > 0 {
+		out.Set("authorization", auth...)
+	}
+	resp := answer()
+	if err := conn.Invoke(metadata.NewOutgoingContext(ctx, out), method, req, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// relay returns the relay stream to the leader at addr, opening one if
+// there is none that works; relays to former leaders are closed, their
+// waiting calls then made here.
+func (f *forwarder) relay(addr string) (*relayClient, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for a, rc := range f.relays {
+		if a != addr || !rc.usable() {
+			rc.fail(errors.New("the write lead moved"))
+			delete(f.relays, a)
+		}
+	}
+	if rc := f.relays[addr]; rc != nil {
+		return rc, nil
+	}
+	conn, err := f.connLocked(addr)
+	if err != nil {
+		return nil, err
+	}
+	rc := newRelayClient(conn)
+	f.relays[addr] = rc
+	return rc, nil
+}
+
 // conn returns the connection to the replica at addr.
 func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.connLocked(addr)
+}
+
+func (f *forwarder) connLocked(addr string) (*grpc.ClientConn, error) {
 	if c := f.conns[addr]; c != nil {
 		return c, nil
 	}
@@ -127,10 +182,14 @@ func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
 	return c, nil
 }
 
-// close closes the connections to other replicas.
+// close closes the relays and connections to other replicas.
 func (f *forwarder) close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for addr, rc := range f.relays {
+		rc.fail(errors.New("ipam-server is stopping"))
+		delete(f.relays, addr)
+	}
 	for addr, c := range f.conns {
 		_ = c.Close() // closing a client connection to another replica cannot lose anything
 		delete(f.conns, addr)

@@ -293,6 +293,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	gs := grpc.NewServer(opts...)
 	ipamv1.RegisterIPAMServer(gs, svc)
+	var relay *relayServer
+	if fwd != nil { // the leader's end of the relay other replicas forward over
+		relay = newRelayServer(svc, unary)
+		ipamv1.RegisterReplicaServer(gs, relay)
+	}
 	hs := health.NewServer()
 	hub.OnFailure(func(err error) {
 		log.Error("the store failed; refusing calls until ipam-server is restarted", "err", err)
@@ -368,6 +373,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	log.Info("shutting down")
 	hs.Shutdown()
 	hub.Close() // ends Watch streams, which would hold GracefulStop forever
+	if relay != nil {
+		relay.close() // and the relay streams of other replicas
+	}
 	timeout := cfg.ShutdownTimeout
 	if timeout <= 0 {
 		timeout = DefaultShutdownTimeout
