@@ -1,7 +1,6 @@
 package etcd_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,8 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -222,24 +219,6 @@ func TestRelayRefusesWhatIsNotARelayedCall(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination the test reads while a server writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestRelayEndsWhenTheLeaderStops: a leader that stops gracefully ends
 // the relay streams of the other replicas instead of waiting for them
 // (its shutdown does not run into the timeout), and the follower's
@@ -247,7 +226,7 @@ func (l *lockedBuffer) String() string {
 func TestRelayEndsWhenTheLeaderStops(t *testing.T) {
 	c := startCluster(t, 1)
 	cli := etcdClient(t, c.endpoints())
-	logs := &lockedBuffer{}
+	logs := &syncBuffer{}
 	cfg := server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: "/stop/", ShutdownTimeout: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	first := servertest.Start(t, cfg, false)
@@ -281,8 +260,8 @@ func TestRelayEndsWhenTheLeaderStops(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the leader did not stop: it waits for the follower's relay stream")
 	}
-	if strings.Contains(logs.String(), "did not finish in time") {
-		t.Errorf("the leader's shutdown ran into its timeout:\n%s", logs)
+	if logs.count("did not finish in time") > 0 {
+		t.Error("the leader's shutdown ran into its timeout")
 	}
 	for i := range 10 {
 		if _, err := follower.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: &ipamv1.Allocation{Key: key(fmt.Sprint("after-", i)), Selector: net20}}); err != nil {
