@@ -171,6 +171,19 @@ func leaderAddr(t testing.TB, cli *clientv3.Client, prefix string) string {
 	return string(resp.Kvs[0].Value)
 }
 
+// waitLeads waits until the replica at addr holds the write lead under
+// prefix.
+func waitLeads(t testing.TB, cli *clientv3.Client, prefix, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for leaderAddr(t, cli, prefix) != addr {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica at %s did not take the write lead under %s", addr, prefix)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // forwards scrapes ipam_write_forwards_total{outcome} from a replica's
 // metrics address.
 func forwards(t testing.TB, metricsAddr, outcome string) float64 {

@@ -210,12 +210,7 @@ func TestLeaderRaceWithLocalCommits(t *testing.T) {
 	cfg := server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: "/race/"}
 	first := servertest.Start(t, cfg, false)
 	deadline := time.Now().Add(20 * time.Second)
-	for leaderAddr(t, cli, "/race/") == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("no replica took the write lead")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitLeads(t, cli, "/race/", first.Addr)
 	second := servertest.Start(t, cfg, false)
 	leader, other := first.Client(t), second.Client(t)
 	if leaderAddr(t, cli, "/race/") != first.Addr {

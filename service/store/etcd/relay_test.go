@@ -72,13 +72,7 @@ func TestRelayAuthorizesEachCall(t *testing.T) {
 	cli := etcdClient(t, c.endpoints())
 	cfg := server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: "/relay/", AuthzPolicy: relayPolicy(t)}
 	first := servertest.Start(t, cfg, true)
-	deadline := time.Now().Add(20 * time.Second)
-	for leaderAddr(t, cli, "/relay/") != first.Addr {
-		if time.Now().After(deadline) {
-			t.Fatal("the first replica did not take the write lead")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitLeads(t, cli, "/relay/", first.Addr)
 	second := servertest.Start(t, cfg, true)
 	leader, follower := first.Client(t), second.Client(t)
 	ctx := context.Background()
@@ -149,13 +143,7 @@ func TestRelayRefusesWhatIsNotARelayedCall(t *testing.T) {
 	c := startCluster(t, 1)
 	cli := etcdClient(t, c.endpoints())
 	leader := servertest.Start(t, server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: "/hostile/", AuthzPolicy: relayPolicy(t)}, false)
-	deadline := time.Now().Add(20 * time.Second)
-	for leaderAddr(t, cli, "/hostile/") != leader.Addr {
-		if time.Now().After(deadline) {
-			t.Fatal("the replica did not take the write lead")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitLeads(t, cli, "/hostile/", leader.Addr)
 	rc := ipamv1.NewReplicaClient(leader.Dial(t))
 	stream, err := rc.Forward(context.Background())
 	if err != nil {
@@ -230,13 +218,7 @@ func TestRelayEndsWhenTheLeaderStops(t *testing.T) {
 	cfg := server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: "/stop/", ShutdownTimeout: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	first := servertest.Start(t, cfg, false)
-	deadline := time.Now().Add(20 * time.Second)
-	for leaderAddr(t, cli, "/stop/") != first.Addr {
-		if time.Now().After(deadline) {
-			t.Fatal("the first replica did not take the write lead")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitLeads(t, cli, "/stop/", first.Addr)
 	cfg.Logger = nil
 	second := servertest.Start(t, cfg, true)
 	follower := second.Client(t)
