@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/store/record"
@@ -92,21 +93,24 @@ func join(entries [][]byte) []byte {
 // decode reads a stored entry or snapshot: joined or not, gzipped or
 // not, binary or (written by earlier versions) JSON.
 func decode(b []byte) ([]ipam.Record, error) {
+	var d record.Decoder
 	if len(b) > 0 && b[0] == entryJoined {
-		return decodeJoined(b[1:])
+		return decodeJoined(&d, b[1:])
 	}
-	return decodeOne(b)
+	return decodeOne(&d, nil, b)
 }
 
 // decodeJoined reads the entries of a joined entry after its first byte
-// and returns their records in turn.
-func decodeJoined(b []byte) ([]ipam.Record, error) {
+// and returns their records in turn. One Decoder reads them all, so the
+// names and label maps the changes of a group repeat are shared.
+func decodeJoined(d *record.Decoder, b []byte) ([]ipam.Record, error) {
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)) {
 		return nil, fmt.Errorf("%w: bad entry count", errEntry)
 	}
 	b = b[k:]
 	var recs []ipam.Record
+	var err error
 	for i := range n {
 		l, k := binary.Uvarint(b)
 		if k <= 0 || l > uint64(len(b)-k) {
@@ -116,11 +120,9 @@ func decodeJoined(b []byte) ([]ipam.Record, error) {
 		if len(e) > 0 && e[0] == entryJoined {
 			return nil, fmt.Errorf("%w: joined entry %d is joined itself", errEntry, i)
 		}
-		more, err := decodeOne(e)
-		if err != nil {
+		if recs, err = decodeOne(d, recs, e); err != nil {
 			return nil, fmt.Errorf("joined entry %d: %w", i, err)
 		}
-		recs = append(recs, more...)
 		b = b[k+int(l):]
 	}
 	if len(b) != 0 {
@@ -129,8 +131,9 @@ func decodeJoined(b []byte) ([]ipam.Record, error) {
 	return recs, nil
 }
 
-// decodeOne reads an entry that is not joined.
-func decodeOne(b []byte) ([]ipam.Record, error) {
+// decodeOne reads an entry that is not joined with d and appends its
+// records to recs.
+func decodeOne(d *record.Decoder, recs []ipam.Record, b []byte) ([]ipam.Record, error) {
 	if len(b) >= 2 && b[0] == gzipMagic0 && b[1] == gzipMagic1 {
 		zr, err := gzip.NewReader(bytes.NewReader(b))
 		if err != nil {
@@ -141,11 +144,11 @@ func decodeOne(b []byte) ([]ipam.Record, error) {
 		}
 	}
 	if len(b) > 0 && b[0] == '[' {
-		var recs []ipam.Record
-		if err := json.Unmarshal(b, &recs); err != nil {
+		var old []ipam.Record
+		if err := json.Unmarshal(b, &old); err != nil {
 			return nil, fmt.Errorf("%w: JSON of an earlier version: %w", errEntry, err)
 		}
-		return recs, nil
+		return append(recs, old...), nil
 	}
 	if len(b) == 0 || b[0] != entryVersion {
 		return nil, fmt.Errorf("%w: unknown version %v", errEntry, b[:min(len(b), 1)])
@@ -156,8 +159,7 @@ func decodeOne(b []byte) ([]ipam.Record, error) {
 		return nil, fmt.Errorf("%w: bad record count", errEntry)
 	}
 	b = b[k:]
-	recs := make([]ipam.Record, 0, n)
-	var d record.Decoder
+	recs = slices.Grow(recs, int(n))
 	for i := range n {
 		l, k := binary.Uvarint(b)
 		if k <= 0 || l > uint64(len(b)-k) {
