@@ -70,11 +70,7 @@ func (a *authenticator) authenticate(ctx context.Context, method string) (authz.
 			certs = ti.State.PeerCertificates
 		}
 	}
-	var auth []string
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		auth = md.Get("authorization")
-	}
-	pr, err := a.identify(certs, auth)
+	pr, err := a.identify(certs, metadata.ValueFromIncomingContext(ctx, "authorization"))
 	if err != nil {
 		addr := "unknown"
 		if pe != nil && pe.Addr != nil {

@@ -84,15 +84,14 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	if !write {
 		return handler(ctx, req)
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	if len(md.Get(forwardedHeader)) > 0 {
+	if len(metadata.ValueFromIncomingContext(ctx, forwardedHeader)) > 0 {
 		return handler(ctx, req)
 	}
 	leader, self := f.store.Leader()
 	if self || leader == "" || leader == f.self {
 		return handler(ctx, req)
 	}
-	resp, err := f.forward(ctx, leader, info.FullMethod, req.(proto.Message), md.Get("authorization"), answer)
+	resp, err := f.forward(ctx, leader, info.FullMethod, req.(proto.Message), metadata.ValueFromIncomingContext(ctx, "authorization"), answer)
 	if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
 		// The leader is gone or cannot commit: this replica commits.
 		f.log.Debug("the write lead is unavailable; committing here", "leader", leader, "err", err)
