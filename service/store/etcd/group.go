@@ -135,6 +135,7 @@ func (s *Store) spoil() {
 	}
 	s.dirty = true
 	s.epoch++
+	s.drained.Broadcast()
 	s.qmu.Unlock()
 	s.reloading = true // s.mu is held
 	select {
@@ -168,7 +169,9 @@ func (s *Store) commitQueued() bool {
 		}
 	}
 	s.qmu.Lock()
-	s.pending -= piped
+	if s.pending -= piped; s.pending == 0 {
+		s.drained.Broadcast()
+	}
 	s.qmu.Unlock()
 	return true
 }

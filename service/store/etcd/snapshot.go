@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/store/record"
@@ -256,18 +255,15 @@ func (s *Store) snapshot(force bool) error {
 		// No mutation runs now; pipelined ones still on their way to
 		// etcd are in the state, so wait until they are committed, and
 		// take nothing while the state holds changes that failed.
-		for {
-			s.qmu.Lock()
-			pending, dirty := s.pending, s.dirty
-			s.qmu.Unlock()
-			if dirty {
-				seq = 0
-				return
-			}
-			if pending == 0 {
-				break
-			}
-			time.Sleep(100 * time.Microsecond)
+		s.qmu.Lock()
+		for s.pending > 0 && !s.dirty {
+			s.drained.Wait()
+		}
+		dirty := s.dirty
+		s.qmu.Unlock()
+		if dirty {
+			seq = 0
+			return
 		}
 		s.mu.Lock()
 		seq = s.seq

@@ -105,6 +105,7 @@ type Store struct {
 	dirty   bool
 	epoch   uint64
 	pending int           // pipelined changes queued or in flight
+	drained sync.Cond     // L is &qmu: broadcast when pending reaches 0 or dirty is set
 	kick    chan struct{} // asks the watch loop to reload
 
 	committing sync.Once     // starts the commit loop (group.go) on the first Commit
@@ -185,9 +186,11 @@ func Open(opts Options) (*Store, error) {
 		chunk = DefaultSnapshotChunkBytes
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Store{cli: cli, head: prefix + "head", logPfx: prefix + "log/", pointer: prefix + "snapshot", snapPfx: prefix + "snapshots/", leadPfx: prefix + "lead/",
+	s := &Store{cli: cli, head: prefix + "head", logPfx: prefix + "log/", pointer: prefix + "snapshot", snapPfx: prefix + "snapshots/", leadPfx: prefix + "lead/",
 		timeout: timeout, every: every, chunkBytes: chunk, log: log, ctx: ctx, cancel: cancel, advanced: make(chan struct{}),
-		kick: make(chan struct{}, 1)}, nil
+		kick: make(chan struct{}, 1)}
+	s.drained.L = &s.qmu
+	return s, nil
 }
 
 func (s *Store) logKey(seq uint64) string { return fmt.Sprintf("%s%020d", s.logPfx, seq) }
