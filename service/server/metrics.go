@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/service/store/etcd"
 )
 
 // Metrics are the server's Prometheus metrics, in a registry of their own:
@@ -28,6 +29,11 @@ import (
 //	ipam_write_forwards_total{outcome}          changes this replica sent to the replica holding the
 //	                                            write lead (--store etcd): outcome "forwarded", or
 //	                                            "committed_here" when the leader was unavailable
+//	ipam_etcd_transactions_total                etcd transactions this replica committed (--store etcd;
+//	                                            each carries the changes grouped while the one before
+//	                                            was in flight)
+//	ipam_etcd_transaction_changes_total         changes those transactions carried
+//	ipam_etcd_transaction_seconds_total         time those transactions took
 //
 // plus the standard Go runtime and process collectors.
 type Metrics struct {
@@ -61,6 +67,25 @@ func NewMetrics(a *ipam.Allocator, hub *Hub) *Metrics {
 			func() float64 { return float64(hub.Watchers()) }),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// commitStatser is a store that commits changes in group transactions
+// (etcd).
+type commitStatser interface{ CommitStats() etcd.CommitStats }
+
+// watchCommits exports the group-commit counters of store: their rates
+// give the changes per transaction and the seconds per transaction.
+func (m *Metrics) watchCommits(store commitStatser) {
+	m.Registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ipam_etcd_transactions_total",
+			Help: "etcd transactions this replica committed, each carrying the changes grouped meanwhile."},
+			func() float64 { return float64(store.CommitStats().Transactions) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ipam_etcd_transaction_changes_total",
+			Help: "Changes carried by the etcd transactions this replica committed."},
+			func() float64 { return float64(store.CommitStats().Changes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ipam_etcd_transaction_seconds_total",
+			Help: "Time the etcd transactions this replica committed took."},
+			func() float64 { return store.CommitStats().Time.Seconds() }))
 }
 
 // Handler serves the metrics in the Prometheus text format.

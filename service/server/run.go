@@ -253,6 +253,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	a := ipam.New(allocOpts...)
 	metrics := NewMetrics(a, hub)
+	if cs, ok := store.(commitStatser); ok {
+		metrics.watchCommits(cs)
+	}
 	svc := NewService(a, hub, metrics)
 	svc.policy = policy
 

@@ -16,6 +16,7 @@ var (
 	_ Store          = (*etcd.Store)(nil)
 	_ ipam.Committer = (*etcd.Store)(nil)
 	_ leaderStore    = (*etcd.Store)(nil)
+	_ commitStatser  = (*etcd.Store)(nil)
 )
 
 // openEtcdStore connects to the etcd cluster of cfg.EtcdEndpoints; the

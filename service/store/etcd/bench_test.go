@@ -125,16 +125,19 @@ func BenchmarkEtcdSnapshots(b *testing.B) {
 // replicas on a three-member etcd, in (a) one network instance and (b)
 // eight (client g in vrf-(g mod 8)), and, in the same run, through one
 // server on the file store with the same network instances (fsync on
-// everywhere). It reports durable allocations per second of each and
-// their ratio (etcd over file).
+// everywhere). It reports durable allocations per second of each, their
+// ratio (etcd over file), and the replicas' etcd transactions: changes
+// per transaction and milliseconds per transaction.
 func BenchmarkE1EtcdGroupCommit(b *testing.B) {
 	for _, vrfs := range []int{1, 8} {
 		b.Run(fmt.Sprint("vrfs=", vrfs), func(b *testing.B) {
 			c := startCluster(b, 3)
 			var etcdConns []ipamv1.IPAMClient
+			var metricsAddrs []string
 			for range 3 {
-				s := servertest.Start(b, server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: "/bench/"}, false)
+				s := servertest.Start(b, server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: "/bench/"}, true)
 				etcdConns = append(etcdConns, s.Client(b))
+				metricsAddrs = append(metricsAddrs, s.MetricsAddr)
 			}
 			seedVRFs(b, etcdConns[0], vrfs)
 			fs := servertest.Start(b, server.Config{Store: "file", DataDir: b.TempDir()}, false)
@@ -143,6 +146,7 @@ func BenchmarkE1EtcdGroupCommit(b *testing.B) {
 			const clients, perClient = 64, 8
 			loadVRFs(b, etcdConns, vrfs, clients, perClient, "warm")
 			loadVRFs(b, fileConns, vrfs, clients, perClient, "warm")
+			txns0, changes0, secs0 := commitTotals(b, metricsAddrs)
 			var etcdTime, fileTime time.Duration
 			n, round := 0, 0
 			for b.Loop() {
@@ -157,6 +161,21 @@ func BenchmarkE1EtcdGroupCommit(b *testing.B) {
 			b.ReportMetric(etcdRate, "etcd-allocs/s")
 			b.ReportMetric(fileRate, "file-allocs/s")
 			b.ReportMetric(etcdRate/fileRate, "ratio")
+			txns, changes, secs := commitTotals(b, metricsAddrs)
+			if txns > txns0 {
+				b.ReportMetric((changes-changes0)/(txns-txns0), "changes/txn")
+				b.ReportMetric(1000*(secs-secs0)/(txns-txns0), "txn-ms")
+			}
 		})
 	}
+}
+
+// commitTotals sums the group-commit counters of the replicas.
+func commitTotals(b *testing.B, metricsAddrs []string) (txns, changes, secs float64) {
+	for _, addr := range metricsAddrs {
+		txns += metric(b, addr, "ipam_etcd_transactions_total")
+		changes += metric(b, addr, "ipam_etcd_transaction_changes_total")
+		secs += metric(b, addr, "ipam_etcd_transaction_seconds_total")
+	}
+	return txns, changes, secs
 }

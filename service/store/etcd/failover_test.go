@@ -188,6 +188,13 @@ func waitLeads(t testing.TB, cli *clientv3.Client, prefix, addr string) {
 // metrics address.
 func forwards(t testing.TB, metricsAddr, outcome string) float64 {
 	t.Helper()
+	return metric(t, metricsAddr, `ipam_write_forwards_total{outcome="`+outcome+`"}`)
+}
+
+// metric scrapes the value of one series (name and labels as exported)
+// from a replica's metrics address; 0 when it is not exported.
+func metric(t testing.TB, metricsAddr, series string) float64 {
+	t.Helper()
 	resp, err := http.Get("http://" + metricsAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -197,9 +204,8 @@ func forwards(t testing.TB, metricsAddr, outcome string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := `ipam_write_forwards_total{outcome="` + outcome + `"} `
 	for line := range strings.SplitSeq(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, prefix); ok {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			n, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				t.Fatal(err)
@@ -296,4 +302,11 @@ func TestWriteLeadFailover(t *testing.T) {
 	if after := forwards(t, metricsAddrs[procs[follower].addr()], "forwarded"); after <= before {
 		t.Errorf("replica %d forwarded nothing to the new write lead (%v before, %v after)", follower, before, after)
 	}
+	// The new leader grouped the changes into etcd transactions.
+	maddr := metricsAddrs[procs[next].addr()]
+	txns, changes := metric(t, maddr, "ipam_etcd_transactions_total"), metric(t, maddr, "ipam_etcd_transaction_changes_total")
+	if txns == 0 || changes < txns || metric(t, maddr, "ipam_etcd_transaction_seconds_total") <= 0 {
+		t.Errorf("the new leader's group-commit metrics: %v transactions, %v changes", txns, changes)
+	}
+	t.Logf("the new leader committed %v changes in %v transactions", changes, txns)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,6 +28,21 @@ import (
 // etcd's default request limit (1.5 MiB), with room for the keys. A
 // larger entry goes alone (and is refused if etcd refuses it).
 const MaxBatchBytes = 1 << 20
+
+// CommitStats counts the group transactions a replica committed: how
+// many, the changes they carried and the time they took (from sending the
+// transaction to etcd's answer). Changes per transaction and seconds per
+// transaction are what group commit is about.
+type CommitStats struct {
+	Transactions uint64
+	Changes      uint64
+	Time         time.Duration
+}
+
+// CommitStats returns what this replica committed since it opened.
+func (s *Store) CommitStats() CommitStats {
+	return CommitStats{Transactions: s.txns.Load(), Changes: s.txnChanges.Load(), Time: time.Duration(s.txnTime.Load())}
+}
 
 // commitReq is one change waiting to commit: its encoded entry, whether
 // its mutation already released its locks (piped), the epoch it was
@@ -232,6 +248,7 @@ func (s *Store) commitBatch(batch []*commitReq) (errs []error) {
 	ops := []clientv3.Op{clientv3.OpPut(s.head, strconv.FormatUint(next, 10)), clientv3.OpPut(s.logKey(next), string(val))}
 	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
 	defer cancel()
+	start := time.Now()
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(s.head), "=", s.applied)).
 		Then(ops...).
@@ -261,6 +278,9 @@ func (s *Store) commitBatch(batch []*commitReq) (errs []error) {
 		return same(&staleError{target: target})
 	}
 	s.applied, s.seq = resp.Header.Revision, next
+	s.txns.Add(1)
+	s.txnChanges.Add(uint64(len(vals)))
+	s.txnTime.Add(int64(time.Since(start)))
 	if every := uint64(s.every); s.every > 0 && !s.closed && (next%every == 0 || next-s.snapSeq >= 2*every) {
 		s.startSnapshots()
 	}

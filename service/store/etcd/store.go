@@ -109,6 +109,9 @@ type Store struct {
 	kick    chan struct{} // asks the watch loop to reload
 
 	committing sync.Once     // starts the commit loop (group.go) on the first Commit
+	txns       atomic.Uint64 // group transactions committed (CommitStats)
+	txnChanges atomic.Uint64 // changes they carried
+	txnTime    atomic.Int64  // nanoseconds they took
 	wake       chan struct{} // tells the commit loop that changes are queued
 
 	// failure is why the allocator can no longer follow etcd (nil: it
