@@ -41,7 +41,7 @@ const (
 // relayKeptWorkers bounds the goroutines that stay, once their call is
 // answered, to run the next relayed calls: a call runs deep in the
 // handler's stack, and a goroutine started per call grows its stack
-// again every time (a fifth of the relay's CPU under load).
+// again every time (over a quarter of the relay's CPU under load).
 const relayKeptWorkers = 256
 
 // relayServer serves Replica.Forward on the leader: each relayed call
