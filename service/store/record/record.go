@@ -495,6 +495,13 @@ type Decoder struct {
 	}
 }
 
+// recentSlot is the slot of a non-empty encoding in a Decoder's cache of
+// recent values with slots slots (a power of two): a cheap hash of its
+// length and last byte.
+func recentSlot(enc []byte, slots int) int {
+	return (len(enc) ^ int(enc[len(enc)-1])) & (slots - 1)
+}
+
 const (
 	maxInterned     = 1 << 14 // strings kept by one Decoder
 	maxInternLen    = 64      // longer strings are not interned
@@ -534,7 +541,7 @@ func (d *Decoder) intern(b []byte) string {
 	if len(b) > maxInternLen {
 		return string(b)
 	}
-	recent := &d.recentStrs[(len(b)^int(b[len(b)-1]))&(len(d.recentStrs)-1)]
+	recent := &d.recentStrs[recentSlot(b, len(d.recentStrs))]
 	if *recent == string(b) {
 		return *recent
 	}
@@ -749,7 +756,7 @@ func (r *reader) labels() ipam.Labels {
 		return nil
 	}
 	if len(enc) > 0 {
-		recent := &r.d.recentLabels[(len(enc)^int(enc[len(enc)-1]))&(len(r.d.recentLabels)-1)]
+		recent := &r.d.recentLabels[recentSlot(enc, len(r.d.recentLabels))]
 		if recent.m != nil && recent.enc == string(enc) {
 			r.b = r.b[len(enc):]
 			return recent.m
