@@ -268,7 +268,9 @@ func (t *tx) putAlloc(os *ownerState, name string, rec allocRec) {
 func (t *tx) tableFor(os *ownerState, v *vrf) *allocTable {
 	tb := os.table(v)
 	if tb == nil {
-		tb = &allocTable{os: os, v: v}
+		if tb = os.spare; tb == nil || tb.v != v {
+			tb = &allocTable{os: os, v: v}
+		}
 		link(tb)
 	}
 	if len(t.expect) == 0 {

@@ -33,6 +33,10 @@ type ownerState struct {
 	prefixes map[nsName]*prefixObj
 	ranges   map[nsName]*rangeObj
 	tables   []*allocTable // its allocations, one table per VRF
+	// spare is its table unlinked last, empty, for tableFor to link again
+	// (an owner that allocates and releases one name at a time would
+	// otherwise make a table each time); it may be linked again by undo.
+	spare *allocTable
 	info     OwnerInfo     // see SyncRequest.Identity and Source
 }
 
@@ -53,6 +57,9 @@ func (os *ownerState) table(v *vrf) *allocTable {
 
 // link adds t to its owner's and its VRF's tables.
 func link(t *allocTable) {
+	if t.os.spare == t {
+		t.os.spare = nil
+	}
 	t.os.tables = append(t.os.tables, t)
 	t.v.tables[t.os] = t
 }
@@ -61,6 +68,7 @@ func link(t *allocTable) {
 func unlink(t *allocTable) {
 	t.os.tables = slices.DeleteFunc(t.os.tables, func(x *allocTable) bool { return x == t })
 	delete(t.v.tables, t.os)
+	t.os.spare = t
 }
 
 // findAlloc returns the allocation ns/name of os and its table.

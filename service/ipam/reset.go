@@ -45,6 +45,7 @@ func (a *Allocator) Reset(recs []Record) error {
 			src = fresh.owner(name) // empty
 		}
 		os.nis, os.prefixes, os.ranges, os.tables, os.info = src.nis, src.prefixes, src.ranges, src.tables, src.info
+		os.spare = nil
 		for _, tb := range os.tables {
 			delete(tb.v.tables, src)
 			tb.os, tb.v.tables[os] = os, tb

@@ -65,7 +65,7 @@ build_kube_apiserver() {
 start=$(date +%s)
 (build_etcd)
 (build_kube_apiserver)
-"$OUT/etcd" --version | head -1
+"$OUT/etcd" --version | sed -n 1p
 "$OUT/kube-apiserver" --version
 echo "$WANT" >"$STAMP"
 echo "testbin: built $WANT into $OUT in $(( $(date +%s) - start ))s"

@@ -215,11 +215,28 @@ func (t *Table[R, P]) Delete(ns, name string) (R, bool) {
 	}
 	t.pop()
 	if t.n == 0 {
-		*t = Table[R, P]{}
+		t.empty()
 	} else if t.names.dead > 4096 && t.names.dead > t.liveNameBytes() {
 		t.compactNames()
 	}
 	return old, true
+}
+
+// keepSlots is the largest index an emptied table keeps, with its first
+// page and name chunk: a table that holds one record at a time (an owner
+// that allocates and releases one name) then allocates nothing, while a
+// table that once held many records gives their memory back.
+const keepSlots = 64
+
+// empty forgets every record of a table whose last record was deleted.
+func (t *Table[R, P]) empty() {
+	if len(t.slots) > keepSlots || len(t.pages) != 1 || len(t.names.chunks) != 1 {
+		*t = Table[R, P]{}
+		return
+	}
+	clear(t.slots)
+	t.names.chunks[0] = t.names.chunks[0][:0]
+	t.names.dead = 0
 }
 
 // homeOf returns the home slot of record i.

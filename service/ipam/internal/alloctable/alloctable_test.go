@@ -149,6 +149,35 @@ func TestPageBoundary(t *testing.T) {
 	}
 }
 
+// TestEmptied: a small table that empties keeps its buffers, so that one
+// record put and deleted in turn allocates nothing; a table that held
+// many records gives their memory back when it empties.
+func TestEmptied(t *testing.T) {
+	var small table
+	allocs := testing.AllocsPerRun(100, func() {
+		small.Put("ns", "probe", rec{ns: "ns"})
+		small.Delete("ns", "probe")
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per put and delete of one record", allocs)
+	}
+	check(t, &small, map[key]uint64{})
+	small.Put("ns", "again", rec{ns: "ns", val: 7})
+	check(t, &small, map[key]uint64{{"ns", "again"}: 7})
+
+	var big table
+	for i := range 1000 {
+		big.Put("ns", fmt.Sprint("a", i), rec{ns: "ns"})
+	}
+	for i := range 1000 {
+		big.Delete("ns", fmt.Sprint("a", i))
+	}
+	if big.slots != nil || big.pages != nil || big.names.chunks != nil {
+		t.Fatalf("an emptied table of 1000 records keeps %d slots, %d pages, %d name chunks", len(big.slots), len(big.pages), len(big.names.chunks))
+	}
+	check(t, &big, map[key]uint64{})
+}
+
 // TestRecordSize: a record of three words takes 32 bytes with its name
 // and hash; the memory target depends on it.
 func TestRecordSize(t *testing.T) {
