@@ -69,10 +69,12 @@ bench: testbin ## run the benchmarks and print them against the performance targ
 	exit $$status
 
 # The peer benchmarks are a module of their own (service/peerbench); the
-# checksum database does not know metal-stack/go-ipam.
-PEERS_ENV = GONOSUMDB=github.com/metal-stack
+# checksum database does not know metal-stack/go-ipam nor Nephio's routing
+# table (hansthienpondt/nipam, kentik/patricia): their sums are in its
+# go.sum.
+PEERS_ENV = GONOSUMDB=github.com/metal-stack,github.com/hansthienpondt,github.com/kentik
 
-bench-peers: ## run the same workloads against this project and its peers (go-ipam, netipx, the Kubernetes service-IP bitmap) and print the table
+bench-peers: ## run the same workloads against this project and its peers (go-ipam, netipx, the Kubernetes service-IP bitmap, Nephio's routing table) and print the table
 	@mkdir -p $(BIN)
 	@cd service/peerbench && status=0; \
 	$(PEERS_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count=1 -timeout 60m . 2>&1 | tee $(abspath $(BIN))/bench-peers.txt || status=$$?; \

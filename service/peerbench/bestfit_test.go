@@ -70,6 +70,7 @@ func BenchmarkBestFit(b *testing.B) {
 				b.Run(name+"/ours", func(b *testing.B) { bestFitOurs(b, c, bits) })
 				b.Run(name+"/go-ipam", func(b *testing.B) { bestFitGoIPAM(b, c, bits) })
 				b.Run(name+"/netipx", func(b *testing.B) { bestFitNetipx(b, c, bits) })
+				b.Run(name+"/nephio-rib", func(b *testing.B) { bestFitNephio(b, c, bits) })
 			}
 		}
 	}

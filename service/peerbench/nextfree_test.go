@@ -83,6 +83,7 @@ func BenchmarkNextFree(b *testing.B) {
 		b.Run(f.String()+"/go-ipam", func(b *testing.B) { nextFreeGoIPAM(b, f) })
 		b.Run(f.String()+"/netipx", func(b *testing.B) { nextFreeNetipx(b, f) })
 		b.Run(f.String()+"/k8s-bitmap", func(b *testing.B) { nextFreeK8s(b, f) })
+		b.Run(f.String()+"/nephio-rib", func(b *testing.B) { nextFreeNephio(b, f) })
 	}
 }
 
