@@ -733,7 +733,7 @@ func (t *tx) placePrefix(spec *allocSpec, r *Allocation) (allocRec, error) {
 		if !ok {
 			continue
 		}
-		sub, err := t.insertNode(v, p, r.Kind, network, r.Labels, ObjAllocation, r.Key)
+		sub, err := t.insertUnder(n, p, r.Kind, network, r.Labels, ObjAllocation, r.Key)
 		if err != nil {
 			return allocRec{}, withField(err, "spec.labels")
 		}

@@ -251,7 +251,14 @@ func (t *tx) insertNode(v *vrf, p netip.Prefix, kind Kind, network string, user 
 	if n := v.nodes[p]; n != nil {
 		return nil, errf(ErrConflict, obj, key, "spec.prefix", "%s already exists in network instance %s (%s %s)", p, v.name, n.kind, n.describe())
 	}
-	parent := v.deepest(p)
+	return t.insertUnder(v.deepest(p), p, kind, network, user, obj, key)
+}
+
+// insertUnder is insertNode below parent, the deepest node of its VRF
+// that contains p (which is not a node): a best fit, whose parent is the
+// node whose free space it came from, skips the search for it.
+func (t *tx) insertUnder(parent *node, p netip.Prefix, kind Kind, network string, user Labels, obj string, key Key) (*node, error) {
+	v := parent.v
 	if !allowedParent(kind, parent.kind) {
 		switch {
 		case parent.kind == kindRoot:
