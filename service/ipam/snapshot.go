@@ -209,17 +209,37 @@ func (t *tx) apply(r Record) error {
 // expectedAllocs counts the allocations recs put per owner and VRF, when
 // they are many, so Apply grows their tables once (see tx.expect).
 func expectedAllocs(recs []Record) map[ownerVRF]int {
+	const many = 1024
+	if len(recs) < many {
+		return nil
+	}
 	var counts map[ownerVRF]int
-	for i := range recs {
-		if r := &recs[i]; r.Op == OpPutAllocation && r.Allocation != nil {
+	// Records of one table come in runs (a snapshot lists them together):
+	// count runs, not records, in the map.
+	var run ownerVRF
+	n := 0
+	flush := func() {
+		if n > 0 {
 			if counts == nil {
 				counts = make(map[ownerVRF]int)
 			}
-			counts[ownerVRF{r.Key.Owner, r.Allocation.Result.NetworkInstance}]++
+			counts[run] += n
 		}
 	}
-	for k, n := range counts {
-		if n < 1024 {
+	for i := range recs {
+		r := &recs[i]
+		if r.Op != OpPutAllocation || r.Allocation == nil {
+			continue
+		}
+		if k := (ownerVRF{r.Key.Owner, r.Allocation.Result.NetworkInstance}); n == 0 || k != run {
+			flush()
+			run, n = k, 0
+		}
+		n++
+	}
+	flush()
+	for k, c := range counts {
+		if c < many {
 			delete(counts, k)
 		}
 	}
