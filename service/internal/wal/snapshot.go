@@ -147,7 +147,7 @@ func (l *Log) loadSnapshot(snaps []uint64, fn func(io.Reader) error) (uint64, er
 		if err != nil {
 			return 0, fmt.Errorf("wal: reading snapshot %s: %w", path, err)
 		}
-		err = fn(bufio.NewReaderSize(io.NewSectionReader(f, snapHeaderSize, n), 1<<20))
+		err = fn(bufio.NewReaderSize(io.NewSectionReader(f, snapHeaderSize, n), readBuffer(n)))
 		_ = f.Close()
 		if err != nil {
 			return 0, fmt.Errorf("wal: loading snapshot %s: %w", path, err)
@@ -155,6 +155,13 @@ func (l *Log) loadSnapshot(snaps []uint64, fn func(io.Reader) error) (uint64, er
 		return snaps[i], nil
 	}
 	return 0, nil
+}
+
+// readBuffer is the size of the buffer to read n bytes of a snapshot
+// through: n, between 4 KiB and 256 KiB (a small snapshot is read with a
+// small buffer; a bigger buffer saves nothing but read calls).
+func readBuffer(n int64) int {
+	return int(min(max(n, 4<<10), 256<<10))
 }
 
 // openSnapshot checks the header, length and checksum of the snapshot of
@@ -193,7 +200,7 @@ func checkSnapshot(f *os.File, seq uint64) (int64, error) {
 	}
 	h := crc32.New(castagnoli)
 	body := io.NewSectionReader(f, 0, fi.Size()-4)
-	if _, err := io.CopyBuffer(h, body, make([]byte, 1<<20)); err != nil {
+	if _, err := io.CopyBuffer(h, body, make([]byte, readBuffer(fi.Size()))); err != nil {
 		return 0, err
 	}
 	var tr [snapTrailerSize]byte

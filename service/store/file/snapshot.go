@@ -49,7 +49,10 @@ func writeSnapshot(w io.Writer, recs []ipam.Record) error {
 // readSnapshot decodes a snapshot payload from r and hands its records to
 // emit in order.
 func readSnapshot(r io.Reader, d *record.Decoder, emit func(ipam.Record) error) error {
-	br := bufio.NewReaderSize(r, 1<<20)
+	br, ok := r.(*bufio.Reader) // the log's, sized to the snapshot
+	if !ok {
+		br = bufio.NewReaderSize(r, 1<<20)
+	}
 	var head [len(snapMagic) + 1]byte
 	if _, err := io.ReadFull(br, head[:]); err != nil {
 		return fmt.Errorf("%w: header: %v", errSnapshot, err)
