@@ -2,8 +2,9 @@ package peerbench
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -11,15 +12,16 @@ import (
 	goipam "github.com/metal-stack/go-ipam"
 
 	"github.com/nephio-project/ipam/service/ipam"
-	"github.com/nephio-project/ipam/service/store/record"
+	"github.com/nephio-project/ipam/service/store/file"
 )
 
 // The restart workload: a /16 network holding restartAllocs addresses,
 // saved, then restored into a fresh instance; one operation is the
-// restore. Ours saves its snapshot in the store's record encoding and
-// restores by decoding and applying it (what the file store does, without
-// the disk and its parallel decoding); go-ipam saves with Dump and restores with Load (the JSON of
-// its memory backend); Kubernetes' service-IP bitmap saves with Snapshot
+// restore. Ours is a restart on its file store: the store's snapshot is
+// opened and restored from disk (file.Open and Store.Restore, which
+// decodes and applies in two goroutines), as ipam-server does when it
+// starts; go-ipam saves with Dump and restores with Load (the JSON of its
+// memory backend, from memory); Kubernetes' service-IP bitmap saves with Snapshot
 // and restores with Restore (a bitmap: it keeps no names, so its heap is
 // a bit per address of the network). netipx keeps no state of its own to
 // restore. Each
@@ -94,44 +96,37 @@ func restartOurs(b *testing.B) {
 	if _, err := src.Sync(ctx, req); err != nil {
 		b.Fatal(err)
 	}
-	// The saved state: length-prefixed records.
-	var saved []byte
-	for _, r := range src.Snapshot(nil) {
-		rec := record.Append(nil, &r)
-		saved = binary.AppendUvarint(saved, uint64(len(rec)))
-		saved = append(saved, rec...)
+	// The saved state: a snapshot of the file store on disk (the page
+	// cache, after the first run).
+	dir := b.TempDir()
+	quiet := file.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SnapshotEvery: -1}
+	st, err := file.Open(dir, quiet)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := st.Restore(ipam.New()); err != nil { // an empty store: nothing to restore
+		b.Fatal(err)
+	}
+	if err := st.Snapshot(src); err != nil {
+		b.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		b.Fatal(err)
 	}
 	src = nil
 	timeRestores(b, func() any {
-		// As the file store restores: one Decoder (it shares repeated
-		// strings and label maps) and chunks of records applied in turn,
-		// whose allocation records come from one recycled slab.
-		const chunk = 1024
-		var d record.Decoder
-		slab := make([]ipam.AllocationRecord, chunk)
-		recs := make([]ipam.Record, 0, chunk)
+		// What ipam-server does when it starts on the file store.
+		st, err := file.Open(dir, quiet)
+		if err != nil {
+			b.Fatal(err)
+		}
 		a := ipam.New()
-		apply := func() {
-			if err := a.Apply(recs); err != nil {
-				b.Fatal(err)
-			}
-			recs = recs[:0]
-			clear(slab)
-			d.UseSlab(slab)
+		if err := st.Restore(a); err != nil {
+			b.Fatal(err)
 		}
-		d.UseSlab(slab)
-		for rest := saved; len(rest) > 0; {
-			n, w := binary.Uvarint(rest)
-			r, err := d.Decode(rest[w : w+int(n)])
-			if err != nil {
-				b.Fatal(err)
-			}
-			if recs = append(recs, r); len(recs) == chunk {
-				apply()
-			}
-			rest = rest[w+int(n):]
+		if err := st.Close(); err != nil {
+			b.Fatal(err)
 		}
-		apply()
 		return a
 	})
 }
