@@ -18,10 +18,11 @@
 //     holds no offset; a child that is absent but marked full holds every
 //     offset of its span. Ranges therefore cost memory only at their two
 //     ends, whatever their length.
-//   - The tree is just tall enough to cover [0, last]: one inner level for
-//     up to 2^18 offsets, nine for 2^64. Offsets of the root's span past
-//     last are marked full once, at construction, so every search stops at
-//     last by itself and never computes an offset past 2^64-1.
+//   - The tree is just tall enough to cover [0, last]: a single leaf (no
+//     inner level, height 0) for up to 4096 offsets, one inner level for up
+//     to 2^18, nine for 2^64. Offsets of the root's span past last are
+//     marked full once, at construction, so every search stops at last by
+//     itself and never computes an offset past 2^64-1.
 //
 // Finding the lowest free offset at or after lo descends from the root,
 // picking at each level the first child that is not full (one
@@ -130,8 +131,13 @@ func (n *inner) size(l int) uint64 {
 // is not usable.
 type Set struct {
 	last   uint64
-	height int    // level of root, 1..maxHeight
-	root   *inner // never nil
+	height int    // level of root, 0..maxHeight
+	root   *inner // nil at height 0
+	// rleaf is the set at height 0 (up to 4096 offsets): a leaf and no
+	// inner node, which would take twice its memory (a network of a /24
+	// and smaller; needed by BenchmarkBestFit in service/peerbench, whose
+	// every allocation makes such a network). It is also the finger.
+	rleaf *leaf
 	n      uint64 // number of offsets set, modulo 2^64
 	over   bool   // the set holds all 2^64 offsets (n wrapped to 0)
 
@@ -158,6 +164,13 @@ func index(off uint64, l int) uint { return uint(off>>childShift(l)) & 63 }
 
 // New returns an empty set covering [0, last]; last may be math.MaxUint64.
 func New(last uint64) *Set {
+	if last < 1<<leafShift {
+		lf := &leaf{}
+		if last < 1<<leafShift-1 {
+			lf.addRange(last+1, 1<<leafShift-1)
+		}
+		return &Set{last: last, rleaf: lf, fLeaf: lf}
+	}
 	h := 1
 	for h < maxHeight && last>>(childShift(h)+fanShift) != 0 {
 		h++
@@ -228,6 +241,9 @@ func (s *Set) Has(off uint64) bool {
 	if lf := s.fLeaf; lf != nil && off>>leafShift == s.fKey {
 		return lf.words[off>>6&63]&(1<<(off&63)) != 0
 	}
+	if s.height == 0 {
+		return s.rleaf.words[off>>6&63]&(1<<(off&63)) != 0
+	}
 	n := s.root
 	for l := s.height; l > 1; l-- {
 		i := index(off, l)
@@ -254,6 +270,10 @@ func (s *Set) Add(off uint64) bool {
 		return false
 	}
 	lf := s.fLeaf
+	if lf == nil && s.height == 0 {
+		lf = s.rleaf
+		s.fLeaf, s.fKey = lf, 0
+	}
 	if lf == nil || off>>leafShift != s.fKey {
 		// Walk down to the leaf, recording the path as the new finger.
 		s.fLeaf = nil
@@ -312,6 +332,10 @@ func (s *Set) Remove(off uint64) bool {
 		return false
 	}
 	lf := s.fLeaf
+	if lf == nil && s.height == 0 {
+		lf = s.rleaf
+		s.fLeaf, s.fKey = lf, 0
+	}
 	if lf == nil || off>>leafShift != s.fKey {
 		// Walk down to the leaf, recording the path as the new finger and
 		// splitting children that are full but absent.
@@ -357,7 +381,7 @@ func (s *Set) Remove(off uint64) bool {
 	}
 	lf.words[w] &^= 1 << b
 	lf.count--
-	if lf.count == 0 {
+	if lf.count == 0 && s.height > 0 {
 		s.fLeaf = nil
 		s.fPath[1].dropLeaf(index(off, 1))
 		s.freeLeaf(lf)
@@ -391,6 +415,9 @@ func (s *Set) NextFree(lo, hi uint64) (uint64, bool) {
 // nextFree returns the lowest offset at or after lo that is not set; lo is
 // at most last, so the answer is too (padding beyond last is set).
 func (s *Set) nextFree(lo uint64) (uint64, bool) {
+	if s.height == 0 {
+		return s.rleaf.nextFree(lo)
+	}
 	var local [maxHeight + 1]*inner
 	path := &local
 	l := 1
@@ -499,7 +526,11 @@ func (s *Set) NextFreeRun(lo, hi, n uint64) (uint64, bool) {
 		return s.NextFree(lo, hi)
 	}
 	r := runSearch{n: n, maxStart: hi - (n - 1)}
-	r.inner(s.root, s.height, 0, lo)
+	if s.height == 0 {
+		r.leaf(s.rleaf, 0, lo)
+	} else {
+		r.inner(s.root, s.height, 0, lo)
+	}
 	if !r.found {
 		return 0, false
 	}
@@ -514,6 +545,10 @@ func (s *Set) Ascend(lo, hi uint64, fn func(off uint64) bool) {
 	if lo > hi {
 		return
 	}
+	if s.height == 0 {
+		s.rleaf.ascend(0, lo, hi, fn)
+		return
+	}
 	ascendInner(s.root, s.height, 0, lo, hi, fn)
 }
 
@@ -524,6 +559,11 @@ func (s *Set) AddRange(lo, hi uint64) (added uint64) {
 	hi = min(hi, s.last)
 	if lo > hi {
 		return 0
+	}
+	if s.height == 0 {
+		d := s.rleaf.addRange(lo, hi)
+		s.grow(d, false)
+		return d
 	}
 	s.fLeaf = nil
 	d, over := s.addInner(s.root, s.height, 0, lo, hi)
@@ -541,6 +581,11 @@ func (s *Set) RemoveRange(lo, hi uint64) (removed uint64) {
 	hi = min(hi, s.last)
 	if lo > hi {
 		return 0
+	}
+	if s.height == 0 {
+		d := s.rleaf.removeRange(lo, hi)
+		s.shrink(d, false)
+		return d
 	}
 	s.fLeaf = nil
 	d, over := s.removeInner(s.root, s.height, 0, lo, hi)

@@ -98,6 +98,9 @@ func checkInvariants(s *Set) error {
 		}
 		return count, nil
 	}
+	if s.height == 0 {
+		return checkRootLeaf(s)
+	}
 	if _, err := walk(s.root, s.height, 0); err != nil {
 		return err
 	}
@@ -118,6 +121,40 @@ func checkInvariants(s *Set) error {
 		if n.leafs[index(off, 1)] != s.fLeaf {
 			return fmt.Errorf("finger at %d: wrong leaf", off)
 		}
+	}
+	return nil
+}
+
+// checkRootLeaf is checkInvariants for a set of height 0, a single leaf.
+func checkRootLeaf(s *Set) error {
+	if s.root != nil || s.rleaf == nil || s.last >= 1<<leafShift {
+		return fmt.Errorf("height 0 with root %v, leaf %v, last %d", s.root, s.rleaf, s.last)
+	}
+	lf := s.rleaf
+	var size, cnt, fw uint64
+	for w, x := range lf.words {
+		cnt += uint64(bits.OnesCount64(x))
+		if x == all {
+			fw |= 1 << w
+		}
+		for b := range uint64(64) {
+			off := uint64(w)<<6 + b
+			switch {
+			case off > s.last && x&(1<<b) == 0:
+				return fmt.Errorf("padding offset %d is clear", off)
+			case off <= s.last && x&(1<<b) != 0:
+				size++
+			}
+		}
+	}
+	if cnt != lf.count || fw != lf.full {
+		return fmt.Errorf("root leaf: count %d (has %d), full %x (has %x)", lf.count, cnt, lf.full, fw)
+	}
+	if size != s.n {
+		return fmt.Errorf("size %d, counted %d", s.n, size)
+	}
+	if s.fLeaf != nil && (s.fLeaf != lf || s.fKey != 0) {
+		return fmt.Errorf("finger is not the root leaf")
 	}
 	return nil
 }
