@@ -134,9 +134,10 @@ type Set struct {
 	height int    // level of root, 0..maxHeight
 	root   *inner // nil at height 0
 	// rleaf is the set at height 0 (up to 4096 offsets): a leaf and no
-	// inner node, which would take twice its memory (a network of a /24
+	// inner node, which would take twice its memory (a network of a /20
 	// and smaller; needed by BenchmarkBestFit in service/peerbench, whose
-	// every allocation makes such a network). It is also the finger.
+	// every allocation makes such a network). It is then always the
+	// finger (fLeaf, fKey 0), so every operation finds it there.
 	rleaf *leaf
 	n      uint64 // number of offsets set, modulo 2^64
 	over   bool   // the set holds all 2^64 offsets (n wrapped to 0)
@@ -241,9 +242,6 @@ func (s *Set) Has(off uint64) bool {
 	if lf := s.fLeaf; lf != nil && off>>leafShift == s.fKey {
 		return lf.words[off>>6&63]&(1<<(off&63)) != 0
 	}
-	if s.height == 0 {
-		return s.rleaf.words[off>>6&63]&(1<<(off&63)) != 0
-	}
 	n := s.root
 	for l := s.height; l > 1; l-- {
 		i := index(off, l)
@@ -270,10 +268,6 @@ func (s *Set) Add(off uint64) bool {
 		return false
 	}
 	lf := s.fLeaf
-	if lf == nil && s.height == 0 {
-		lf = s.rleaf
-		s.fLeaf, s.fKey = lf, 0
-	}
 	if lf == nil || off>>leafShift != s.fKey {
 		// Walk down to the leaf, recording the path as the new finger.
 		s.fLeaf = nil
@@ -332,10 +326,6 @@ func (s *Set) Remove(off uint64) bool {
 		return false
 	}
 	lf := s.fLeaf
-	if lf == nil && s.height == 0 {
-		lf = s.rleaf
-		s.fLeaf, s.fKey = lf, 0
-	}
 	if lf == nil || off>>leafShift != s.fKey {
 		// Walk down to the leaf, recording the path as the new finger and
 		// splitting children that are full but absent.
@@ -415,9 +405,6 @@ func (s *Set) NextFree(lo, hi uint64) (uint64, bool) {
 // nextFree returns the lowest offset at or after lo that is not set; lo is
 // at most last, so the answer is too (padding beyond last is set).
 func (s *Set) nextFree(lo uint64) (uint64, bool) {
-	if s.height == 0 {
-		return s.rleaf.nextFree(lo)
-	}
 	var local [maxHeight + 1]*inner
 	path := &local
 	l := 1

@@ -153,7 +153,7 @@ func checkRootLeaf(s *Set) error {
 	if size != s.n {
 		return fmt.Errorf("size %d, counted %d", s.n, size)
 	}
-	if s.fLeaf != nil && (s.fLeaf != lf || s.fKey != 0) {
+	if s.fLeaf != lf || s.fKey != 0 {
 		return fmt.Errorf("finger is not the root leaf")
 	}
 	return nil
