@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"testing"
 
-	goipam "github.com/metal-stack/go-ipam"
 	"go4.org/netipx"
 
 	"github.com/nephio-project/ipam/service/ipam"
@@ -114,29 +112,9 @@ func bestFitOurs(b *testing.B, c children, bits int) {
 	}
 }
 
-// bestFitGoIPAMFilled caches a filled go-ipam per child count: each of its
-// acquires rebuilds an IPSet of every child, so filling 65k children takes
-// it longer than this run may.
-var bestFitGoIPAMFilled = map[children]goipam.Ipamer{}
-
 func bestFitGoIPAM(b *testing.B, c children, bits int) {
 	ctx := context.Background()
-	g, ok := bestFitGoIPAMFilled[c]
-	if !ok && c.n > 10_000 && os.Getenv("PEERBENCH_FULL") == "" {
-		b.Skip("go-ipam rebuilds an IPSet of every child on each acquire: filling 65k children takes it too long; PEERBENCH_FULL=1 runs it")
-	}
-	if !ok {
-		g = goipam.New(ctx)
-		if _, err := g.NewPrefix(ctx, bestFitParent.String()); err != nil {
-			b.Fatal(err)
-		}
-		for _, p := range c.prefixes() {
-			if _, err := g.AcquireSpecificChildPrefix(ctx, bestFitParent.String(), p.String()); err != nil {
-				b.Fatal(err)
-			}
-		}
-		bestFitGoIPAMFilled[c] = g
-	}
+	g := goIPAMChildren(b, c)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {

@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"slices"
 	"testing"
 
-	goipam "github.com/metal-stack/go-ipam"
 	"go4.org/netipx"
 	"k8s.io/kubernetes/pkg/registry/core/service/allocator"
 
@@ -21,9 +19,10 @@ import (
 // address and releases it, so the fill stays and every acquire pays the
 // search at that fill (acquire-then-release on an empty prefix hides O(N)
 // costs).
-// With -short (the smoke run of make test) the network is a /24: go-ipam
-// copies its address map on every acquire, so filling a /16 takes it
-// minutes.
+// With -short (the smoke run of make test) the network is a /24, so that
+// every workload runs in milliseconds (a go-ipam acquire at 99 % of a /16
+// copies 65,000 map entries, a nephio-rib claim rebuilds an IPSet of as
+// many routes).
 func nextFreeNet() netip.Prefix {
 	if testing.Short() {
 		return netip.MustParsePrefix("10.0.0.0/24")
@@ -51,8 +50,10 @@ var fills = []fill{{0, false}, {50, false}, {99, false}, {50, true}, {99, true}}
 // held returns the addresses a fill takes: besides the network and
 // broadcast addresses, which every implementation reserves, its share of
 // the network, from the lowest address or scattered.
-func (f fill) held() []netip.Addr {
-	pfx := nextFreeNet()
+func (f fill) held() []netip.Addr { return f.heldIn(nextFreeNet()) }
+
+// heldIn is held for the IPv4 network pfx, a /24 to a /16.
+func (f fill) heldIn(pfx netip.Prefix) []netip.Addr {
 	size := 1 << (32 - pfx.Bits())
 	n := max(size*f.pct/100-2, 0)
 	offs := make([]int, size-2)
@@ -120,44 +121,18 @@ func nextFreeOurs(b *testing.B, f fill) {
 	}
 }
 
-// goIPAMFilled caches a filled go-ipam per fill: the benchmark function
-// runs several times with a growing b.N, and go-ipam copies its address
-// map on every acquire, so filling a /16 takes it minutes. The timed loop
-// leaves the fill as it found it.
-var goIPAMFilled = map[fill]struct {
-	ipam goipam.Ipamer
-	cidr string
-}{}
-
 func nextFreeGoIPAM(b *testing.B, f fill) {
 	ctx := context.Background()
-	st, ok := goIPAMFilled[f]
-	if !ok && (f.pct > 50 || f.scattered) && !testing.Short() && os.Getenv("PEERBENCH_FULL") == "" {
-		b.Skip("filling go-ipam's /16 beyond half, or half again scattered, takes it over 15 minutes on 2 cores (its acquire copies the address map); PEERBENCH_FULL=1 runs it")
-	}
-	if !ok {
-		g := goipam.New(ctx)
-		p, err := g.NewPrefix(ctx, nextFreeNet().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		// go-ipam hands out neither the network nor the broadcast address.
-		for _, a := range f.held() {
-			if _, err := g.AcquireSpecificIP(ctx, p.Cidr, a.String()); err != nil {
-				b.Fatal(err)
-			}
-		}
-		st.ipam, st.cidr = g, p.Cidr
-		goIPAMFilled[f] = st
-	}
+	g := goIPAMFillOf(b, nextFreeNet(), f)
+	cidr := nextFreeNet().String()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		ip, err := st.ipam.AcquireIP(ctx, st.cidr)
+		ip, err := g.AcquireIP(ctx, cidr)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := st.ipam.ReleaseIP(ctx, ip); err != nil {
+		if _, err := g.ReleaseIP(ctx, ip); err != nil {
 			b.Fatal(err)
 		}
 	}
