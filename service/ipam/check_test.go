@@ -139,12 +139,33 @@ func checkInvariants(t testing.TB, a *Allocator) {
 			}
 		}
 		indexed := map[*entry]bool{}
-		for lp, set := range v.index.post {
-			for e := range set {
+		for lp, p := range v.index.post {
+			if p.pair != lp || len(p.entries) == 0 {
+				t.Fatalf("%s: posting %s=%s holds %v with %d entries", name, lp.k, lp.v, p.pair, len(p.entries))
+			}
+			for i, e := range p.entries {
 				if e.labels[lp.k] != lp.v {
 					t.Fatalf("%s: stale index %s=%s", name, lp.k, lp.v)
 				}
+				// The entry knows its place in the posting, once.
+				places := 0
+				for _, r := range e.refs {
+					if r.p == p {
+						places++
+						if r.i != i {
+							t.Fatalf("%s: entry %v at %d of %s=%s thinks it is at %d", name, e.order, i, lp.k, lp.v, r.i)
+						}
+					}
+				}
+				if places != 1 {
+					t.Fatalf("%s: entry %v has %d places in %s=%s", name, e.order, places, lp.k, lp.v)
+				}
 				indexed[e] = true
+			}
+		}
+		for e := range indexed {
+			if len(e.refs) != len(e.labels) {
+				t.Fatalf("%s: entry %v has %d labels and %d places in the index", name, e.order, len(e.labels), len(e.refs))
 			}
 		}
 		for e := range entries {

@@ -16,6 +16,7 @@ type labelPair struct{ k, v string }
 type entry struct {
 	order  orderKey
 	labels Labels
+	refs   []postingRef // its places in the label index
 	node   *node      // a prefix node (aggregate, pool, loopback, network subnet, allocated sub-prefix)
 	host   *hostEntry // a static address declared by an IPPrefix
 	rng    *ipRange   // an IP range
@@ -38,57 +39,98 @@ func (e *entry) matches(terms []labelPair) bool {
 }
 
 // labelIndex maps every label pair to the entries carrying it, so a
-// selector is answered from its rarest term instead of a scan.
+// selector is answered from its rarest term instead of a scan. A posting
+// is a slice, and each entry remembers its place in each of its postings
+// (entry.refs): adding and removing an entry appends and swaps, without
+// hashing it into sets of thousands (its networks' entries share most
+// labels). Needed by BenchmarkBestFit in service/peerbench, whose every
+// allocation adds a network's entry and whose release removes it.
 type labelIndex struct {
-	post map[labelPair]map[*entry]struct{}
+	post map[labelPair]*posting
 	gen  uint64 // changes whenever an entry is added or removed
 }
 
-func newLabelIndex() labelIndex {
-	return labelIndex{post: make(map[labelPair]map[*entry]struct{})}
+// posting is the entries carrying one label pair, in no order.
+type posting struct {
+	pair    labelPair
+	entries []*entry
 }
 
+// postingRef is an entry's place in one posting.
+type postingRef struct {
+	p *posting
+	i int
+}
+
+func newLabelIndex() labelIndex {
+	return labelIndex{post: make(map[labelPair]*posting)}
+}
+
+// add indexes e under its labels; e must not be indexed.
 func (ix *labelIndex) add(e *entry) {
 	ix.gen++
+	e.refs = slices.Grow(e.refs[:0], len(e.labels))
 	for k, v := range e.labels {
 		lp := labelPair{k, v}
-		set := ix.post[lp]
-		if set == nil {
-			set = make(map[*entry]struct{})
-			ix.post[lp] = set
+		p := ix.post[lp]
+		if p == nil {
+			p = &posting{pair: lp}
+			ix.post[lp] = p
 		}
-		set[e] = struct{}{}
+		e.refs = append(e.refs, postingRef{p, len(p.entries)})
+		p.entries = append(p.entries, e)
 	}
 }
 
+// remove unindexes e, under the labels it was added with.
 func (ix *labelIndex) remove(e *entry) {
 	ix.gen++
-	for k, v := range e.labels {
-		lp := labelPair{k, v}
-		if set := ix.post[lp]; set != nil {
-			delete(set, e)
-			if len(set) == 0 {
-				delete(ix.post, lp)
-			}
+	for _, r := range e.refs {
+		p := r.p
+		last := len(p.entries) - 1
+		if moved := p.entries[last]; r.i != last {
+			p.entries[r.i] = moved
+			moved.movedIn(p, r.i)
+		}
+		p.entries[last] = nil
+		p.entries = p.entries[:last]
+		switch {
+		case last == 0:
+			delete(ix.post, p.pair)
+		case cap(p.entries) > 64 && last < cap(p.entries)/4:
+			p.entries = slices.Clone(p.entries) // give back what a big posting held
 		}
 	}
+	clear(e.refs)
+	e.refs = e.refs[:0]
+}
+
+// movedIn records that e is now at place i of posting p.
+func (e *entry) movedIn(p *posting, i int) {
+	for j := range e.refs {
+		if e.refs[j].p == p {
+			e.refs[j].i = i
+			return
+		}
+	}
+	panic("ipam: label index entry not in its posting")
 }
 
 // match returns the entries carrying every term, in prefix order, filtered
 // by keep (nil keeps all). terms must not be empty.
 func (ix *labelIndex) match(terms []labelPair, keep func(*entry) bool) []*entry {
-	var smallest map[*entry]struct{}
+	var smallest *posting
 	for _, t := range terms {
-		set := ix.post[t]
-		if len(set) == 0 {
+		p := ix.post[t]
+		if p == nil {
 			return nil
 		}
-		if smallest == nil || len(set) < len(smallest) {
-			smallest = set
+		if smallest == nil || len(p.entries) < len(smallest.entries) {
+			smallest = p
 		}
 	}
 	var out []*entry
-	for e := range smallest {
+	for _, e := range smallest.entries {
 		if e.matches(terms) && (keep == nil || keep(e)) {
 			out = append(out, e)
 		}
