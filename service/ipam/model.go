@@ -26,6 +26,29 @@ type vrf struct {
 	specs    map[string]*allocSpec
 	lastSpec *allocSpec
 	sel      selCache // the last address selection
+	lastSys  sysLabels
+}
+
+// sysLabels are the system labels of a kind of prefix, kept by a VRF for
+// the next prefix of that kind: label maps are never mutated, so the
+// networks carved from one pool share one (needed by BenchmarkBestFit in
+// service/peerbench, whose every allocation makes such a network).
+type sysLabels struct {
+	kind    Kind
+	family  Family
+	bits    int
+	network string
+	labels  Labels
+}
+
+// systemLabels returns systemLabels(v.name, kind, f, bits, network),
+// shared with the last prefix that asked the same.
+func (v *vrf) systemLabels(kind Kind, f Family, bits int, network string) Labels {
+	c := &v.lastSys
+	if c.labels == nil || c.kind != kind || c.family != f || c.bits != bits || c.network != network {
+		*c = sysLabels{kind: kind, family: f, bits: bits, network: network, labels: systemLabels(v.name, kind, f, bits, network)}
+	}
+	return c.labels
 }
 
 func newVRF(name string) *vrf {

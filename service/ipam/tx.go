@@ -289,7 +289,7 @@ func (t *tx) insertUnder(parent *node, p netip.Prefix, kind Kind, network string
 			}
 		}
 	}
-	labels, bad := mergeLabels(systemLabels(v.name, kind, familyOf(p.Addr()), p.Bits(), network), user)
+	labels, bad := mergeLabels(v.systemLabels(kind, familyOf(p.Addr()), p.Bits(), network), user)
 	if bad != "" {
 		parent.space.Release(p)
 		return nil, errf(ErrInvalid, obj, key, "labels", "label %s=%q contradicts the system label %q", bad, user[bad], systemValue(v.name, kind, p, network, bad))
