@@ -37,7 +37,7 @@ type ownerState struct {
 	// (an owner that allocates and releases one name at a time would
 	// otherwise make a table each time); it may be linked again by undo.
 	spare *allocTable
-	info     OwnerInfo     // see SyncRequest.Identity and Source
+	info  OwnerInfo // see SyncRequest.Identity and Source
 }
 
 // empty reports whether os holds no object.

@@ -17,9 +17,9 @@ type entry struct {
 	order  orderKey
 	labels Labels
 	refs   []postingRef // its places in the label index
-	node   *node      // a prefix node (aggregate, pool, loopback, network subnet, allocated sub-prefix)
-	host   *hostEntry // a static address declared by an IPPrefix
-	rng    *ipRange   // an IP range
+	node   *node        // a prefix node (aggregate, pool, loopback, network subnet, allocated sub-prefix)
+	host   *hostEntry   // a static address declared by an IPPrefix
+	rng    *ipRange     // an IP range
 }
 
 // orderKey sorts entries in prefix order.

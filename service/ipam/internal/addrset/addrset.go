@@ -139,8 +139,8 @@ type Set struct {
 	// every allocation makes such a network). It is then always the
 	// finger (fLeaf, fKey 0), so every operation finds it there.
 	rleaf *leaf
-	n      uint64 // number of offsets set, modulo 2^64
-	over   bool   // the set holds all 2^64 offsets (n wrapped to 0)
+	n     uint64 // number of offsets set, modulo 2^64
+	over  bool   // the set holds all 2^64 offsets (n wrapped to 0)
 
 	// The finger is the leaf last reached by Add or Remove, and its
 	// ancestors, so that the next operation on the same leaf need not
