@@ -158,10 +158,10 @@ func (l *Log) loadSnapshot(snaps []uint64, fn func(io.Reader) error) (uint64, er
 }
 
 // readBuffer is the size of the buffer to read n bytes of a snapshot
-// through: n, between 4 KiB and 256 KiB (a small snapshot is read with a
+// through: n, between 4 KiB and 64 KiB (a small snapshot is read with a
 // small buffer; a bigger buffer saves nothing but read calls).
 func readBuffer(n int64) int {
-	return int(min(max(n, 4<<10), 256<<10))
+	return int(min(max(n, 4<<10), 64<<10))
 }
 
 // openSnapshot checks the header, length and checksum of the snapshot of
