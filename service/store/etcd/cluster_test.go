@@ -64,35 +64,54 @@ type cluster struct {
 
 // startCluster starts n etcd members on loopback, with the extra flags,
 // and waits until the cluster answers; they are killed when the test ends.
+// A member that exits while the cluster starts (a port that freePort saw
+// free was taken meanwhile by another test's process) makes the cluster
+// start again on new ports, three times at most.
 func startCluster(t testing.TB, n int, extra ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, bin: etcdBinary(t)}
-	base := t.TempDir()
-	var initial []string
-	peers := make([]string, n)
-	for i := range n {
-		peers[i] = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-		initial = append(initial, fmt.Sprintf("m%d=%s", i, peers[i]))
-	}
-	for i := range n {
-		m := &member{name: fmt.Sprintf("m%d", i), dir: filepath.Join(base, fmt.Sprintf("m%d", i)),
-			clientURL: fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
-		m.args = []string{"--name", m.name, "--data-dir", m.dir,
-			"--listen-client-urls", m.clientURL, "--advertise-client-urls", m.clientURL,
-			"--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
-			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
-			"--initial-cluster-token", "ipam-test", "--logger", "zap", "--log-level", "error"}
-		m.args = append(m.args, extra...)
-		c.members = append(c.members, m)
-		c.start(m)
-	}
 	t.Cleanup(func() {
 		for _, m := range c.members {
 			c.kill(m)
 		}
 	})
-	c.waitHealthy(c.endpoints())
-	return c
+	for attempt := 1; ; attempt++ {
+		c.members = nil
+		base := t.TempDir()
+		var initial []string
+		peers := make([]string, n)
+		for i := range n {
+			peers[i] = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+			initial = append(initial, fmt.Sprintf("m%d=%s", i, peers[i]))
+		}
+		for i := range n {
+			m := &member{name: fmt.Sprintf("m%d", i), dir: filepath.Join(base, fmt.Sprintf("m%d", i)),
+				clientURL: fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
+			m.args = []string{"--name", m.name, "--data-dir", m.dir,
+				"--listen-client-urls", m.clientURL, "--advertise-client-urls", m.clientURL,
+				"--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
+				"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+				"--initial-cluster-token", "ipam-test", "--logger", "zap", "--log-level", "error"}
+			m.args = append(m.args, extra...)
+			c.members = append(c.members, m)
+			c.start(m)
+		}
+		err := c.waitUp(c.endpoints())
+		if err == nil {
+			return c
+		}
+		var exited *member
+		for _, m := range c.members {
+			if m.exited() && exited == nil {
+				exited = m
+			}
+			c.kill(m)
+		}
+		if exited == nil || attempt == 3 {
+			t.Fatalf("etcd cluster %v not healthy (attempt %d): %v", c.endpoints(), attempt, err)
+		}
+		t.Logf("etcd member %s exited while the cluster started; starting again on new ports: %v", exited.name, err)
+	}
 }
 
 // start runs m (again, on its data directory).
@@ -133,9 +152,18 @@ func (c *cluster) endpoints() []string {
 // waitHealthy waits until a linearizable read succeeds through eps.
 func (c *cluster) waitHealthy(eps []string) {
 	c.t.Helper()
+	if err := c.waitUp(eps); err != nil {
+		c.t.Fatalf("etcd cluster %v not healthy: %v", eps, err)
+	}
+}
+
+// waitUp waits until a linearizable read succeeds through eps, for a
+// minute at most; it gives up at once when a running member exits,
+// returning the end of that member's log.
+func (c *cluster) waitUp(eps []string) error {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
-		c.t.Fatal(err)
+		return err
 	}
 	defer cli.Close()
 	deadline := time.Now().Add(60 * time.Second)
@@ -144,11 +172,50 @@ func (c *cluster) waitHealthy(eps []string) {
 		_, err := cli.Get(ctx, "health")
 		cancel()
 		if err == nil {
-			return
+			return nil
+		}
+		for _, m := range c.members {
+			if m.exited() {
+				return fmt.Errorf("member %s exited: %s", m.name, m.logTail())
+			}
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("etcd cluster %v not healthy: %v", eps, err)
+			return fmt.Errorf("%w; member logs: %s", err, c.logTails())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// exited reports whether m was started, not killed, and has exited.
+func (m *member) exited() bool {
+	if m.cmd == nil {
+		return false
+	}
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// logTail returns the last 2 KiB of m's log.
+func (m *member) logTail() string {
+	b, err := os.ReadFile(m.dir + ".log")
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// logTails returns the end of every member's log.
+func (c *cluster) logTails() string {
+	var out []string
+	for _, m := range c.members {
+		out = append(out, m.name+": "+m.logTail())
+	}
+	return strings.Join(out, "; ")
 }
