@@ -64,8 +64,27 @@ func kptPath(t testing.TB) string {
 }
 
 // startServer runs a real ipam-server with a fresh data directory on a
-// free loopback port until the test ends and returns its address.
+// free loopback port until the test ends and returns its address. The
+// port was free a moment before the server binds it; when another test's
+// process took it meanwhile, the server starts again on another (three
+// attempts).
 func startServer(t testing.TB) string {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		addr, log, err := tryStartServer(t)
+		if err == nil {
+			return addr
+		}
+		if attempt == 3 || !strings.Contains(log, "address already in use") {
+			t.Fatalf("ipam-server at %s: %v\n%s", addr, err, log)
+		}
+		t.Logf("ipam-server at %s: %v; starting it again on another port", addr, err)
+	}
+}
+
+// tryStartServer is one attempt of startServer: the address, the log so
+// far and why the server is not serving, if it is not.
+func tryStartServer(t testing.TB) (string, string, error) {
 	t.Helper()
 	bin := filepath.Join(binaries(t), "ipam-server")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -74,7 +93,7 @@ func startServer(t testing.TB) string {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	var log bytes.Buffer
+	var log syncBuffer
 	cmd := exec.Command(bin, "--listen", addr, "--data-dir", t.TempDir(), "--log-format", "text", "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
@@ -82,7 +101,7 @@ func startServer(t testing.TB) string {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
+	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -90,10 +109,7 @@ func startServer(t testing.TB) string {
 			_ = cmd.Process.Kill()
 			<-exited
 		}
-		if t.Failed() {
-			t.Logf("ipam-server log:\n%s", log.String())
-		}
-	})
+	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -104,12 +120,37 @@ func startServer(t testing.TB) string {
 	select {
 	case err := <-serving:
 		if err != nil {
-			t.Fatalf("ipam-server at %s: %v\n%s", addr, err, log.String())
+			stop()
+			return addr, log.String(), err
 		}
 	case err := <-exited:
-		t.Fatalf("ipam-server exited: %v\n%s", err, log.String())
+		return addr, log.String(), fmt.Errorf("exited: %v", err)
 	}
-	return addr
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("ipam-server log:\n%s", log.String())
+		}
+	})
+	return addr, "", nil
+}
+
+// syncBuffer is a bytes.Buffer that a process writes while a test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // render runs `kpt fn render --allow-exec` on dir, writing the function
