@@ -49,7 +49,7 @@ func writeSnapshot(w io.Writer, recs []ipam.Record) error {
 // readSnapshot decodes a snapshot payload from r and hands its records to
 // emit in order.
 func readSnapshot(r io.Reader, d *record.Decoder, emit func(ipam.Record) error) error {
-	br, ok := r.(*bufio.Reader) // the log's, sized to the snapshot
+	br, ok := r.(*bufio.Reader) // the log's, sized by it to the snapshot (at most 64 KiB)
 	if !ok {
 		br = bufio.NewReaderSize(r, 1<<20)
 	}
