@@ -1,7 +1,6 @@
 package functions_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -93,7 +92,7 @@ func tryStartServer(t testing.TB) (string, string, error) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	var log syncBuffer
+	var log servertest.LogBuffer
 	cmd := exec.Command(bin, "--listen", addr, "--data-dir", t.TempDir(), "--log-format", "text", "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
@@ -133,24 +132,6 @@ func tryStartServer(t testing.TB) (string, string, error) {
 		}
 	})
 	return addr, "", nil
-}
-
-// syncBuffer is a bytes.Buffer that a process writes while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // render runs `kpt fn render --allow-exec` on dir, writing the function

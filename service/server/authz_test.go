@@ -1,14 +1,12 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,24 +21,6 @@ import (
 	"github.com/nephio-project/ipam/service/server"
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
-
-// syncBuffer is a log destination tests read while the server writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // authzSetup is a server with mTLS and a policy: the admin certificate
 // (cn:ipamctl) may do everything; team-a (a SPIFFE id) may change owners

@@ -102,7 +102,7 @@ func TestTLS(t *testing.T) {
 func TestMTLS(t *testing.T) {
 	certs := servertest.WriteCerts(t, t.TempDir())
 	other := servertest.WriteCerts(t, t.TempDir()) // another CA
-	var logs syncBuffer
+	var logs servertest.LogBuffer
 	ts := startServer(t, server.Config{TLSCert: certs.ServerCert, TLSKey: certs.ServerKey, ClientCA: certs.CA,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 

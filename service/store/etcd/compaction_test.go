@@ -1,7 +1,6 @@
 package etcd_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/service/server/servertest"
 	"github.com/nephio-project/ipam/service/store/etcd"
 )
 
@@ -27,12 +27,12 @@ import (
 type replica struct {
 	a    *ipam.Allocator
 	s    *etcd.Store
-	logs *syncBuffer // the store's logs
+	logs *servertest.LogBuffer // the store's logs
 }
 
 func openReplica(t testing.TB, opts etcd.Options, publish ipam.Journal) *replica {
 	t.Helper()
-	r := &replica{logs: &syncBuffer{}}
+	r := &replica{logs: &servertest.LogBuffer{}}
 	opts.Logger = slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	s, err := etcd.Open(opts)
 	if err != nil {
@@ -47,24 +47,6 @@ func openReplica(t testing.TB, opts etcd.Options, publish ipam.Journal) *replica
 		t.Fatal(err)
 	}
 	return r
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) count(s string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Count(b.b.String(), s)
 }
 
 // recorder is a Journal keeping every record it is given, as the watch
@@ -323,7 +305,7 @@ func TestLogStaysBounded(t *testing.T) {
 	}
 	t.Logf("%d entries committed; at most %d log keys seen during the run; now %d log keys after the snapshot at entry %d (%v bytes, %d chunks); %d snapshot rounds won",
 		l.head, maxKeys.Load(), l.logKeys, l.ptrSeq, l.ptr["size"], l.snapshots[l.ptr["id"].(string)],
-		a.logs.count("snapshot written")+b.logs.count("snapshot written"))
+		a.logs.Count("snapshot written")+b.logs.Count("snapshot written"))
 
 	// A tail after the snapshot, then a replica starting now.
 	churn(t, []*replica{a}, "tail", 1, 6)
@@ -334,8 +316,8 @@ func TestLogStaysBounded(t *testing.T) {
 	}
 	fresh := openReplica(t, opts, nil)
 	same(t, a.a, map[string]*ipam.Allocator{"b": b.a, "fresh": fresh.a})
-	if fresh.logs.count(fmt.Sprintf("snapshot_entry=%d entries=%d", l.ptrSeq, l.logKeys)) != 1 {
-		t.Fatalf("the fresh replica did not restore from the snapshot at %d and %d entries:\n%s", l.ptrSeq, l.logKeys, fresh.logs.b.String())
+	if fresh.logs.Count(fmt.Sprintf("snapshot_entry=%d entries=%d", l.ptrSeq, l.logKeys)) != 1 {
+		t.Fatalf("the fresh replica did not restore from the snapshot at %d and %d entries:\n%s", l.ptrSeq, l.logKeys, fresh.logs.String())
 	}
 }
 
@@ -476,8 +458,8 @@ func TestCompactedWatchRecovers(t *testing.T) {
 	p.heal()
 
 	waitApplied(t, b.s, a.s.Applied())
-	if b.logs.count("etcd: reloaded") == 0 || b.logs.count("etcd compacted its history") == 0 {
-		t.Fatalf("the replica caught up without reloading:\n%s", b.logs.b.String())
+	if b.logs.Count("etcd: reloaded") == 0 || b.logs.Count("etcd compacted its history") == 0 {
+		t.Fatalf("the replica caught up without reloading:\n%s", b.logs.String())
 	}
 	same(t, a.a, map[string]*ipam.Allocator{"recovered": b.a})
 	// Watchers saw what it missed: an allocation released meanwhile, and
@@ -521,7 +503,7 @@ func TestRacingSnapshotsLeaveOneValid(t *testing.T) {
 		}
 		same(t, a.a, map[string]*ipam.Allocator{"fresh": openReplica(t, opts, nil).a})
 	}
-	lost := a.logs.count("won the round") + b.logs.count("won the round")
+	lost := a.logs.Count("won the round") + b.logs.Count("won the round")
 	t.Logf("6 rounds: %d lost a race after writing their chunks", lost)
 }
 

@@ -214,7 +214,7 @@ func TestRelayRefusesWhatIsNotARelayedCall(t *testing.T) {
 func TestRelayEndsWhenTheLeaderStops(t *testing.T) {
 	c := startCluster(t, 1)
 	cli := etcdClient(t, c.endpoints())
-	logs := &syncBuffer{}
+	logs := &servertest.LogBuffer{}
 	cfg := server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: "/stop/", ShutdownTimeout: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	first := servertest.Start(t, cfg, false)
@@ -242,7 +242,7 @@ func TestRelayEndsWhenTheLeaderStops(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the leader did not stop: it waits for the follower's relay stream")
 	}
-	if logs.count("did not finish in time") > 0 {
+	if logs.Count("did not finish in time") > 0 {
 		t.Error("the leader's shutdown ran into its timeout")
 	}
 	for i := range 10 {
