@@ -6,8 +6,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/nephio-project/ipam/service/ipam/internal/addrset"
-	"github.com/nephio-project/ipam/service/ipam/internal/freespace"
+	"github.com/nephio-project/ipam/service/internal/addrset"
+	"github.com/nephio-project/ipam/service/internal/freespace"
 )
 
 // vrf is one network instance: its prefix tree per family, its selectable

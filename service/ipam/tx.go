@@ -7,8 +7,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/nephio-project/ipam/service/ipam/internal/addrset"
-	"github.com/nephio-project/ipam/service/ipam/internal/freespace"
+	"github.com/nephio-project/ipam/service/internal/addrset"
+	"github.com/nephio-project/ipam/service/internal/freespace"
 )
 
 // tx collects the change records of a mutation and the undo steps that
