@@ -67,8 +67,9 @@ func BenchmarkBestFit(b *testing.B) {
 				}
 				b.Run(name+"/ours", func(b *testing.B) { bestFitOurs(b, c, bits) })
 				b.Run(name+"/go-ipam", func(b *testing.B) { bestFitGoIPAM(b, c, bits) })
-				b.Run(name+"/netipx", func(b *testing.B) { bestFitNetipx(b, c, bits) })
 				b.Run(name+"/nephio-rib", func(b *testing.B) { bestFitNephio(b, c, bits) })
+				b.Run(name+"/ours-core", func(b *testing.B) { bestFitCore(b, c, bits) })
+				b.Run(name+"/netipx", func(b *testing.B) { bestFitNetipx(b, c, bits) })
 			}
 		}
 	}
@@ -81,25 +82,10 @@ func bestFitOurs(b *testing.B, c children, bits int) {
 	ctx := context.Background()
 	a, ok := bestFitOursFilled[c]
 	if !ok {
-		a = ipam.New()
-		key := func(name string) ipam.Key { return ipam.Key{Owner: "bench", Name: name} }
-		if _, err := a.Sync(ctx, ipam.SyncRequest{Owner: "bench",
-			NetworkInstances: []ipam.NetworkInstance{{Key: key("v"), Prefixes: []ipam.VRFPrefix{{Prefix: bestFitParent}}}},
-		}); err != nil {
-			b.Fatal(err)
-		}
-		req := ipam.SyncRequest{Owner: "fill"}
-		for i, p := range c.prefixes() {
-			req.Allocations = append(req.Allocations, ipam.Allocation{Key: ipam.Key{Name: fmt.Sprint("c", i)}, Kind: ipam.KindNetwork,
-				Prefix: p, Selector: ipam.Labels{ipam.LabelNetworkInstance: "v"}})
-		}
-		if _, err := a.Sync(ctx, req); err != nil {
-			b.Fatal(err)
-		}
+		a = oursChildren(b, c)
 		bestFitOursFilled[c] = a
 	}
-	probe := ipam.Allocation{Key: ipam.Key{Owner: "bench", Name: "probe"}, Kind: ipam.KindNetwork, PrefixLength: bits,
-		Selector: ipam.Labels{ipam.LabelNetworkInstance: "v"}}
+	probe := bestFitProbe(bits)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
@@ -110,6 +96,33 @@ func bestFitOurs(b *testing.B, c children, bits int) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// oursChildren returns an allocator whose VRF holds the /8 and its
+// children as c says.
+func oursChildren(tb testing.TB, c children) *ipam.Allocator {
+	ctx := context.Background()
+	a := ipam.New()
+	if _, err := a.Sync(ctx, ipam.SyncRequest{Owner: "bench",
+		NetworkInstances: []ipam.NetworkInstance{{Key: ipam.Key{Owner: "bench", Name: "v"}, Prefixes: []ipam.VRFPrefix{{Prefix: bestFitParent}}}},
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	req := ipam.SyncRequest{Owner: "fill"}
+	for i, p := range c.prefixes() {
+		req.Allocations = append(req.Allocations, ipam.Allocation{Key: ipam.Key{Name: fmt.Sprint("c", i)}, Kind: ipam.KindNetwork,
+			Prefix: p, Selector: ipam.Labels{ipam.LabelNetworkInstance: "v"}})
+	}
+	if _, err := a.Sync(ctx, req); err != nil {
+		tb.Fatal(err)
+	}
+	return a
+}
+
+// bestFitProbe is the allocation that asks for the best-fit /bits network.
+func bestFitProbe(bits int) ipam.Allocation {
+	return ipam.Allocation{Key: ipam.Key{Owner: "bench", Name: "probe"}, Kind: ipam.KindNetwork, PrefixLength: bits,
+		Selector: ipam.Labels{ipam.LabelNetworkInstance: "v"}}
 }
 
 func bestFitGoIPAM(b *testing.B, c children, bits int) {

@@ -82,33 +82,16 @@ func BenchmarkNextFree(b *testing.B) {
 	for _, f := range fills {
 		b.Run(f.String()+"/ours", func(b *testing.B) { nextFreeOurs(b, f) })
 		b.Run(f.String()+"/go-ipam", func(b *testing.B) { nextFreeGoIPAM(b, f) })
+		b.Run(f.String()+"/nephio-rib", func(b *testing.B) { nextFreeNephio(b, f) })
+		b.Run(f.String()+"/ours-core", func(b *testing.B) { nextFreeCore(b, f) })
 		b.Run(f.String()+"/netipx", func(b *testing.B) { nextFreeNetipx(b, f) })
 		b.Run(f.String()+"/k8s-bitmap", func(b *testing.B) { nextFreeK8s(b, f) })
-		b.Run(f.String()+"/nephio-rib", func(b *testing.B) { nextFreeNephio(b, f) })
 	}
 }
 
 func nextFreeOurs(b *testing.B, f fill) {
 	ctx := context.Background()
-	a := ipam.New()
-	key := func(name string) ipam.Key { return ipam.Key{Owner: "bench", Name: name} }
-	if _, err := a.Sync(ctx, ipam.SyncRequest{Owner: "bench",
-		NetworkInstances: []ipam.NetworkInstance{{Key: key("v"), Prefixes: []ipam.VRFPrefix{{Prefix: netip.MustParsePrefix("10.0.0.0/8")}}}},
-		Prefixes:         []ipam.Prefix{{Key: key("net"), NetworkInstance: "v", Prefix: nextFreeNet(), Network: "net"}},
-	}); err != nil {
-		b.Fatal(err)
-	}
-	sel := ipam.Labels{ipam.LabelNetworkInstance: "v", ipam.LabelNetworkName: "net"}
-	// Each taken address is asked for by its address (a static request).
-	req := ipam.SyncRequest{Owner: "fill"}
-	for i, a := range f.held() {
-		req.Allocations = append(req.Allocations, ipam.Allocation{Key: ipam.Key{Name: fmt.Sprint("f", i)}, Selector: sel,
-			Prefix: netip.PrefixFrom(a, nextFreeNet().Bits())})
-	}
-	if _, err := a.Sync(ctx, req); err != nil {
-		b.Fatal(err)
-	}
-	probe := ipam.Allocation{Key: key("probe"), Selector: sel}
+	a, probe := oursFilled(b, nextFreeNet(), f)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
@@ -119,6 +102,31 @@ func nextFreeOurs(b *testing.B, f fill) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// oursFilled returns an allocator whose network pfx is filled as f says,
+// and the allocation that asks it for the next free address.
+func oursFilled(tb testing.TB, pfx netip.Prefix, f fill) (*ipam.Allocator, ipam.Allocation) {
+	ctx := context.Background()
+	a := ipam.New()
+	key := func(name string) ipam.Key { return ipam.Key{Owner: "bench", Name: name} }
+	if _, err := a.Sync(ctx, ipam.SyncRequest{Owner: "bench",
+		NetworkInstances: []ipam.NetworkInstance{{Key: key("v"), Prefixes: []ipam.VRFPrefix{{Prefix: netip.MustParsePrefix("10.0.0.0/8")}}}},
+		Prefixes:         []ipam.Prefix{{Key: key("net"), NetworkInstance: "v", Prefix: pfx, Network: "net"}},
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	sel := ipam.Labels{ipam.LabelNetworkInstance: "v", ipam.LabelNetworkName: "net"}
+	// Each taken address is asked for by its address (a static request).
+	req := ipam.SyncRequest{Owner: "fill"}
+	for i, a := range f.heldIn(pfx) {
+		req.Allocations = append(req.Allocations, ipam.Allocation{Key: ipam.Key{Name: fmt.Sprint("f", i)}, Selector: sel,
+			Prefix: netip.PrefixFrom(a, pfx.Bits())})
+	}
+	if _, err := a.Sync(ctx, req); err != nil {
+		tb.Fatal(err)
+	}
+	return a, ipam.Allocation{Key: key("probe"), Selector: sel}
 }
 
 func nextFreeGoIPAM(b *testing.B, f fill) {

@@ -1,7 +1,9 @@
 // Command peertable reads the output of `go test -bench` in package
 // peerbench and prints one row per workload: the time per operation of
-// this project ("ours") and of each peer, and how many times faster ours
-// is than the fastest peer.
+// this project and of each peer, and how many times faster this project is
+// than the fastest peer of each kind. There are two kinds: the IPAMs,
+// whose calls the allocation core's API ("ours") answers, and the bare
+// data structures, which the core's own structures ("ours-core") answer.
 package main
 
 import (
@@ -64,42 +66,69 @@ func parse(r io.Reader) ([]Result, error) {
 	return out, sc.Err()
 }
 
-// table writes the rows: workload, ours, each peer (in first-seen order),
-// and ours' speed-up over the fastest peer.
+// A group is one of this project's implementations and the peers it is
+// compared with: those that do the same work.
+type group struct {
+	ours  string   // the implementation of this project
+	peers []string // its peers, in column order
+	ratio string   // the heading of the speed-up column
+}
+
+// groups are the columns of the table, in order.
+var groups = []group{
+	{"ours", []string{"go-ipam", "nephio-rib"}, "ours vs fastest IPAM"},
+	{"ours-core", []string{"netipx", "k8s-bitmap"}, "ours-core vs fastest structure"},
+}
+
+// table writes the rows: workload, then for each group its implementation,
+// its peers and the speed-up over the fastest of them. A result of an
+// implementation no group names is an error.
 func table(w io.Writer, results []Result) error {
-	var workloads, peers []string
+	var workloads []string
 	by := map[[2]string]float64{}
 	for _, r := range results {
+		known := false
+		for _, g := range groups {
+			known = known || r.Impl == g.ours || slices.Contains(g.peers, r.Impl)
+		}
+		if !known {
+			return fmt.Errorf("%s: unknown implementation %q", r.Workload, r.Impl)
+		}
 		if !slices.Contains(workloads, r.Workload) {
 			workloads = append(workloads, r.Workload)
-		}
-		if r.Impl != "ours" && !slices.Contains(peers, r.Impl) {
-			peers = append(peers, r.Impl)
 		}
 		by[[2]string{r.Workload, r.Impl}] = r.Value
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "workload\tours\t%s\tours vs fastest peer\t\n", strings.Join(peers, "\t"))
+	head := []string{"workload"}
+	for _, g := range groups {
+		head = append(append(append(head, g.ours), g.peers...), g.ratio)
+	}
+	fmt.Fprintf(tw, "%s\t\n", strings.Join(head, "\t"))
 	for _, wl := range workloads {
 		unit := cell
 		if strings.HasSuffix(wl, heapSuffix) {
 			unit = bytesPerAlloc
 		}
-		ours, ok := by[[2]string{wl, "ours"}]
-		row := []string{wl, unit(ours, ok)}
-		best := 0.0
-		for _, p := range peers {
-			v, ok := by[[2]string{wl, p}]
-			row = append(row, unit(v, ok))
-			if ok && (best == 0 || v < best) {
-				best = v
+		row := []string{wl}
+		for _, g := range groups {
+			ours, ok := by[[2]string{wl, g.ours}]
+			row = append(row, unit(ours, ok))
+			best := 0.0
+			for _, p := range g.peers {
+				v, ok := by[[2]string{wl, p}]
+				row = append(row, unit(v, ok))
+				if ok && (best == 0 || v < best) {
+					best = v
+				}
 			}
+			ratio := "-"
+			if ok && best > 0 && ours > 0 {
+				ratio = fmt.Sprintf("%.1f×", best/ours)
+			}
+			row = append(row, ratio)
 		}
-		ratio := "-"
-		if ok && best > 0 && ours > 0 {
-			ratio = fmt.Sprintf("%.1f×", best/ours)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t\n", strings.Join(row, "\t"), ratio)
+		fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
 	}
 	return tw.Flush()
 }
@@ -122,6 +151,8 @@ func cell(ns float64, ok bool) string {
 		return fmt.Sprintf("%.1f ms", ns/1e6)
 	case ns >= 1e3:
 		return fmt.Sprintf("%.1f µs", ns/1e3)
+	case ns < 100:
+		return fmt.Sprintf("%.1f ns", ns)
 	}
 	return fmt.Sprintf("%.0f ns", ns)
 }
