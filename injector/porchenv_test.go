@@ -41,6 +41,7 @@ type porchEnv struct {
 	kubeconfig string
 	bareRepo   string
 	logs       string
+	ports      func(*testing.T) int // picks a free port; nil: freePort
 }
 
 const testNamespace = "default"
@@ -133,24 +134,24 @@ func startPorch(t *testing.T) *porchEnv {
 
 	// The function runner (exec runtime only; no function is needed by
 	// the test packages, which have no pipeline).
-	runnerPort := freePort(t)
 	fnDir := filepath.Join(e.dir, "functions")
 	must(t, os.MkdirAll(fnDir, 0o755))
 	runnerCfg := filepath.Join(e.dir, "runner-config.yaml")
 	must(t, os.WriteFile(runnerCfg, []byte("functions: []\n"), 0o644))
-	e.spawn(t, "function-runner", bins["function-runner"], "--disable-runtimes=pod",
-		"--port", strconv.Itoa(runnerPort), "--functions", fnDir, "--config", runnerCfg)
-	waitTCP(t, runnerPort, 60*time.Second)
+	runnerPort := e.serveOnFreePort(t, "function-runner", bins["function-runner"], func(port int) []string {
+		return []string{"--disable-runtimes=pod", "--port", strconv.Itoa(port), "--functions", fnDir, "--config", runnerCfg}
+	})
 
 	// Porch, registered as the aggregated API v1alpha1.porch.kpt.dev.
-	porchPort := freePort(t)
-	e.spawn(t, "porch", bins["porch"], "--standalone-debug-mode",
-		"--secure-port", strconv.Itoa(porchPort), "--bind-address", "127.0.0.1",
-		"--cert-dir", filepath.Join(e.dir, "porch-certs"),
-		"--kubeconfig", e.kubeconfig, "--authentication-kubeconfig", e.kubeconfig,
-		"--cache-directory", filepath.Join(e.dir, "porch-cache"),
-		"--function-runner", "127.0.0.1:"+strconv.Itoa(runnerPort),
-		"--repo-sync-frequency", "10s")
+	porchPort := e.serveOnFreePort(t, "porch", bins["porch"], func(port int) []string {
+		return []string{"--standalone-debug-mode",
+			"--secure-port", strconv.Itoa(port), "--bind-address", "127.0.0.1",
+			"--cert-dir", filepath.Join(e.dir, "porch-certs"),
+			"--kubeconfig", e.kubeconfig, "--authentication-kubeconfig", e.kubeconfig,
+			"--cache-directory", filepath.Join(e.dir, "porch-cache"),
+			"--function-runner", "127.0.0.1:" + strconv.Itoa(runnerPort),
+			"--repo-sync-frequency", "10s"}
+	})
 	ctx := context.Background()
 	must(t, e.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "porch-system"}}))
 	must(t, e.k8s.Create(ctx, &corev1.Service{
@@ -212,21 +213,133 @@ func startPorch(t *testing.T) *porchEnv {
 	return e
 }
 
+// spawned is a process started by spawn; exited is closed when it ends.
+type spawned struct {
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{}
+}
+
 // spawn starts a process logging into e.logs/name.log, killed at cleanup.
-func (e *porchEnv) spawn(t *testing.T, name, bin string, args ...string) {
+func (e *porchEnv) spawn(t *testing.T, name, bin string, args ...string) *spawned {
 	t.Helper()
-	logf, err := os.Create(filepath.Join(e.logs, name+".log"))
+	p := &spawned{log: filepath.Join(e.logs, name+".log"), exited: make(chan struct{})}
+	logf, err := os.Create(p.log)
 	must(t, err)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none", "OTEL_LOGS_EXPORTER=none")
-	cmd.Dir = e.dir
-	must(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none", "OTEL_LOGS_EXPORTER=none")
+	p.cmd.Dir = e.dir
+	must(t, p.cmd.Start())
+	go func() {
+		_ = p.cmd.Wait()
 		_ = logf.Close()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
 	})
+	return p
+}
+
+// serveStartTimeout bounds how long a server of the environment takes to
+// listen.
+const serveStartTimeout = 60 * time.Second
+
+// serveOnFreePort starts name (bin with args(port)) on a loopback port
+// picked free, waits until that process listens on it and returns the
+// port. Between the pick and the server's bind a process of another test
+// package may take the port: the server then exits saying "address already
+// in use" and is started again on another port (three attempts). Whether
+// the port is served by this process and not by another is read from
+// /proc, so a port taken by someone else is never mistaken for readiness.
+func (e *porchEnv) serveOnFreePort(t *testing.T, name, bin string, args func(port int) []string) int {
+	t.Helper()
+	pick := e.ports
+	if pick == nil {
+		pick = freePort
+	}
+	for attempt := 1; ; attempt++ {
+		port := pick(t)
+		p := e.spawn(t, name, bin, args(port)...)
+		err := waitListening(p, port, serveStartTimeout)
+		if err == nil {
+			return port
+		}
+		out, _ := os.ReadFile(p.log)
+		if len(out) > 4000 {
+			out = out[len(out)-4000:]
+		}
+		if attempt < 3 && strings.Contains(string(out), "address already in use") {
+			t.Logf("%s: port %d was taken before it bound it; starting it on another port", name, port)
+			continue
+		}
+		t.Fatalf("%s on port %d (attempt %d): %v\n--- tail of its log ---\n%s", name, port, attempt, err, out)
+	}
+}
+
+// waitListening waits until p listens on the TCP port, failing at once
+// when p exits.
+func waitListening(p *spawned, port int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("exited: %v", p.cmd.ProcessState)
+		default:
+		}
+		ok, err := listensOn(p.cmd.Process.Pid, port)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not listening on port %d within %s", port, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// listensOn reports whether process pid holds a TCP socket listening on
+// port, from the listening sockets of /proc/net/tcp and tcp6 and the
+// process's open sockets.
+func listensOn(pid, port int) (bool, error) {
+	inodes := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			return false, err
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st ... inode: the local
+			// address ends in :PORT in hex; state 0A is LISTEN.
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" {
+				continue
+			}
+			i := strings.LastIndexByte(f[1], ':')
+			if p, err := strconv.ParseUint(f[1][i+1:], 16, 16); err == nil && int(p) == port {
+				inodes["socket:["+f[9]+"]"] = true
+			}
+		}
+	}
+	if len(inodes) == 0 {
+		return false, nil
+	}
+	fds := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(fds)
+	if err != nil {
+		return false, nil // gone: the caller sees it exit
+	}
+	for _, ent := range ents {
+		if l, err := os.Readlink(filepath.Join(fds, ent.Name())); err == nil && inodes[l] {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func gitRun(t *testing.T, dir string, args ...string) string {
@@ -248,17 +361,6 @@ func freePort(t *testing.T) int {
 	must(t, err)
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-func waitTCP(t *testing.T, port int, timeout time.Duration) {
-	t.Helper()
-	eventually(t, timeout, fmt.Sprintf("port %d listening", port), func() error {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
 }
 
 // eventually polls f until it returns nil, failing the test after timeout
