@@ -397,7 +397,8 @@ func (s *Space) link(path []ref, a u128, d int, r ref, m lenset) {
 	b := a.bit(d - 1)
 	nd.kid[b], nd.m[b] = r, m
 	for ; i > 0; i-- {
-		m = nd.m[0].or(nd.m[1])
+		// nd.m[b] is m: only the other half's lengths are read back.
+		m = m.or(nd.m[1-b])
 		nd = &s.nodes[path[i-1]]
 		b = a.bit(s.rbits + i - 1)
 		if nd.m[b] == m {
