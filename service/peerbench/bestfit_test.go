@@ -83,23 +83,12 @@ func BenchmarkBestFit(b *testing.B) {
 var bestFitOursFilled = map[children]*ipam.Allocator{}
 
 func bestFitOurs(b *testing.B, c children, bits int) {
-	ctx := context.Background()
 	a, ok := bestFitOursFilled[c]
 	if !ok {
 		a = oursChildren(b, c)
 		bestFitOursFilled[c] = a
 	}
-	probe := bestFitProbe(bits)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		if _, err := a.Allocate(ctx, probe); err != nil {
-			b.Fatal(err)
-		}
-		if err := a.Release(ctx, probe.Key); err != nil {
-			b.Fatal(err)
-		}
-	}
+	timeAllocateRelease(b, a, bestFitProbe(bits))
 }
 
 // oursChildren returns an allocator whose VRF holds the /8 and its
