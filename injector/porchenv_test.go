@@ -8,7 +8,9 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"net"
 	"os"
@@ -310,6 +312,9 @@ func listensOn(pid, port int) (bool, error) {
 	inodes := map[string]bool{}
 	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		b, err := os.ReadFile(table)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // no IPv6 on this machine
+		}
 		if err != nil {
 			return false, err
 		}
