@@ -2,6 +2,7 @@ package etcd_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/nephio-project/ipam/service/server/servertest"
 )
 
 // repoRoot is the module root (this package is service/store/etcd).
@@ -57,9 +60,11 @@ type member struct {
 
 // cluster is an etcd cluster of separate processes on loopback.
 type cluster struct {
-	t       testing.TB
-	bin     string
-	members []*member
+	t         testing.TB
+	bin       string
+	members   []*member
+	scheme    string      // of the client URLs: http or https
+	clientTLS *tls.Config // with https, how waitUp reaches the members
 }
 
 // startCluster starts n etcd members on loopback, with the extra flags,
@@ -69,7 +74,22 @@ type cluster struct {
 // start again on new ports, three times at most.
 func startCluster(t testing.TB, n int, extra ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: etcdBinary(t)}
+	return startClusterOf(t, &cluster{t: t, bin: etcdBinary(t), scheme: "http"}, n, extra...)
+}
+
+// startTLSCluster starts one etcd member as startCluster does, serving its
+// clients over TLS with the server certificate of certs and requiring a
+// client certificate signed by its CA.
+func startTLSCluster(t testing.TB, certs servertest.Certs) *cluster {
+	t.Helper()
+	c := &cluster{t: t, bin: etcdBinary(t), scheme: "https", clientTLS: certs.ClientTLS(t, true)}
+	return startClusterOf(t, c, 1, "--cert-file", certs.ServerCert, "--key-file", certs.ServerKey,
+		"--trusted-ca-file", certs.CA, "--client-cert-auth")
+}
+
+// startClusterOf is startCluster for c.
+func startClusterOf(t testing.TB, c *cluster, n int, extra ...string) *cluster {
+	t.Helper()
 	t.Cleanup(func() {
 		for _, m := range c.members {
 			c.kill(m)
@@ -86,7 +106,7 @@ func startCluster(t testing.TB, n int, extra ...string) *cluster {
 		}
 		for i := range n {
 			m := &member{name: fmt.Sprintf("m%d", i), dir: filepath.Join(base, fmt.Sprintf("m%d", i)),
-				clientURL: fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
+				clientURL: fmt.Sprintf("%s://127.0.0.1:%d", c.scheme, freePort(t))}
 			m.args = []string{"--name", m.name, "--data-dir", m.dir,
 				"--listen-client-urls", m.clientURL, "--advertise-client-urls", m.clientURL,
 				"--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
@@ -161,7 +181,7 @@ func (c *cluster) waitHealthy(eps []string) {
 // minute at most; it gives up at once when a running member exits,
 // returning the end of that member's log.
 func (c *cluster) waitUp(eps []string) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, TLS: c.clientTLS, Logger: zap.NewNop()})
 	if err != nil {
 		return err
 	}

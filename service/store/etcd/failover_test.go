@@ -38,52 +38,87 @@ func buildServer(t testing.TB) string {
 
 // serverProc is an ipam-server process on etcd.
 type serverProc struct {
-	t    testing.TB
-	args []string
-	log  string
-	cmd  *exec.Cmd
-	done chan struct{}
-	conn *grpc.ClientConn
+	t       testing.TB
+	args    []string
+	log     string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	conn    *grpc.ClientConn
+	metrics string // the address of its metrics endpoint, if it has one
 }
 
-func startServerProc(t testing.TB, bin string, eps []string, prefix string, n int, extra ...string) *serverProc {
+// startServerProc starts replica n of ipam-server on etcd (with a metrics
+// endpoint if metrics is set) on free loopback ports and waits until it
+// serves. The ports were free a moment before the replica binds them; when
+// a process of another test took one meanwhile, the replica starts again
+// on other ports (three attempts).
+func startServerProc(t testing.TB, bin string, eps []string, prefix string, n int, metrics bool) *serverProc {
 	t.Helper()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := &serverProc{t: t, log: filepath.Join(t.TempDir(), fmt.Sprintf("replica%d.log", n)),
-		args: append([]string{"--listen", addr, "--store", "etcd", "--etcd-endpoints", strings.Join(eps, ","), "--etcd-prefix", prefix,
-			"--log-format", "text", "--log-level", "warn"}, extra...)}
-	cmd := exec.Command(bin)
-	p.cmd = cmd
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
+	for attempt := 1; ; attempt++ {
+		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		p := &serverProc{t: t, log: filepath.Join(t.TempDir(), fmt.Sprintf("replica%d.log", n)),
+			args: []string{"--listen", addr, "--store", "etcd", "--etcd-endpoints", strings.Join(eps, ","), "--etcd-prefix", prefix,
+				"--log-format", "text", "--log-level", "warn"}}
+		if metrics {
+			p.metrics = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			p.args = append(p.args, "--metrics-addr", p.metrics)
+		}
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.conn = conn
+		err = p.tryStart(bin)
+		if err == nil {
+			t.Cleanup(func() { p.kill(); conn.Close() })
+			return p
+		}
+		p.kill()
+		conn.Close()
+		out, _ := os.ReadFile(p.log)
+		if attempt == 3 || !strings.Contains(string(out), "address already in use") {
+			t.Fatalf("replica %d at %s (attempt %d): %v\n%s", n, addr, attempt, err, out)
+		}
+		t.Logf("replica %d at %s: a port was taken before it bound it; starting it on other ports", n, addr)
 	}
-	p.conn = conn
-	t.Cleanup(func() { p.kill(); conn.Close() })
-	p.start(bin)
-	return p
 }
 
 // addr returns the replica's gRPC address.
 func (p *serverProc) addr() string { return p.args[1] }
 
-// start runs the process and waits until it reports SERVING.
+// start runs the process again on its ports and waits until it reports
+// SERVING.
 func (p *serverProc) start(bin string) {
 	p.t.Helper()
+	if err := p.tryStart(bin); err != nil {
+		out, _ := os.ReadFile(p.log)
+		p.t.Fatalf("replica not serving: %v\n%s", err, out)
+	}
+}
+
+// tryStart runs the process and waits until it reports SERVING; it gives
+// up at once when the process exits.
+func (p *serverProc) tryStart(bin string) error {
 	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		p.t.Fatal(err)
+		return err
 	}
 	p.cmd = exec.Command(bin, p.args...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
-		p.t.Fatal(err)
+		logf.Close()
+		p.cmd = nil
+		return err
 	}
 	p.done = make(chan struct{})
 	go func() { p.cmd.Wait(); logf.Close(); close(p.done) }()
-	if err := servertest.WaitServing(p.conn, 60*time.Second); err != nil {
-		out, _ := os.ReadFile(p.log)
-		p.t.Fatalf("replica not serving: %v\n%s", err, out)
+	serving := make(chan error, 1)
+	go func() { serving <- servertest.WaitServing(p.conn, 60*time.Second) }()
+	select {
+	case err := <-serving:
+		return err
+	case <-p.done:
+		return fmt.Errorf("exited: %v", p.cmd.ProcessState)
 	}
 }
 
@@ -110,7 +145,7 @@ func TestFailoverKillReplicaAndMember(t *testing.T) {
 	var procs []*serverProc
 	var conns []ipamv1.IPAMClient
 	for i := range 3 {
-		p := startServerProc(t, bin, c.endpoints(), "/failover/", i)
+		p := startServerProc(t, bin, c.endpoints(), "/failover/", i, false)
 		procs = append(procs, p)
 		conns = append(conns, ipamv1.NewIPAMClient(p.conn))
 	}
@@ -229,13 +264,10 @@ func TestWriteLeadFailover(t *testing.T) {
 	cli := etcdClient(t, c.endpoints())
 	var procs []*serverProc
 	var conns []ipamv1.IPAMClient
-	metricsAddrs := map[string]string{}
 	for i := range 3 {
-		maddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		p := startServerProc(t, bin, c.endpoints(), "/lead/", i, "--metrics-addr", maddr)
+		p := startServerProc(t, bin, c.endpoints(), "/lead/", i, true)
 		procs = append(procs, p)
 		conns = append(conns, ipamv1.NewIPAMClient(p.conn))
-		metricsAddrs[p.addr()] = maddr
 	}
 	seed20(t, conns[0], "10.0.0.0/20")
 	leaderOf := func() int {
@@ -283,7 +315,7 @@ func TestWriteLeadFailover(t *testing.T) {
 	distinct(t, acked)
 	agree(t, survivors, acked)
 	for i, p := range procs {
-		if i != lead && forwards(t, metricsAddrs[p.addr()], "forwarded") == 0 {
+		if i != lead && forwards(t, p.metrics, "forwarded") == 0 {
 			t.Errorf("replica %d forwarded nothing to the write lead", i)
 		}
 	}
@@ -292,18 +324,18 @@ func TestWriteLeadFailover(t *testing.T) {
 	next := leaderOf()
 	t.Logf("replica %d holds the write lead now", next)
 	follower := 3 - lead - next
-	before := forwards(t, metricsAddrs[procs[follower].addr()], "forwarded")
+	before := forwards(t, procs[follower].metrics, "forwarded")
 	more := fill(t, cl, "after", 16, 10, nil)
 	for k, v := range more {
 		acked[k] = v
 	}
 	distinct(t, acked)
 	agree(t, survivors, acked)
-	if after := forwards(t, metricsAddrs[procs[follower].addr()], "forwarded"); after <= before {
+	if after := forwards(t, procs[follower].metrics, "forwarded"); after <= before {
 		t.Errorf("replica %d forwarded nothing to the new write lead (%v before, %v after)", follower, before, after)
 	}
 	// The new leader grouped the changes into etcd transactions.
-	maddr := metricsAddrs[procs[next].addr()]
+	maddr := procs[next].metrics
 	txns, changes := metric(t, maddr, "ipam_etcd_transactions_total"), metric(t, maddr, "ipam_etcd_transaction_changes_total")
 	if txns == 0 || changes < txns || metric(t, maddr, "ipam_etcd_transaction_seconds_total") <= 0 {
 		t.Errorf("the new leader's group-commit metrics: %v transactions, %v changes", txns, changes)
