@@ -69,20 +69,11 @@ func kptPath(t testing.TB) string {
 // attempts).
 func startServer(t testing.TB) string {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		addr, log, err := tryStartServer(t)
-		if err == nil {
-			return addr
-		}
-		if attempt == 3 || !strings.Contains(log, "address already in use") {
-			t.Fatalf("ipam-server at %s: %v\n%s", addr, err, log)
-		}
-		t.Logf("ipam-server at %s: %v; starting it again on another port", addr, err)
-	}
+	return servertest.StartOnFreePorts(t, "ipam-server", func() (string, string, error) { return tryStartServer(t) })
 }
 
 // tryStartServer is one attempt of startServer: the address, the log so
-// far and why the server is not serving, if it is not.
+// far and why the server at that address is not serving, if it is not.
 func tryStartServer(t testing.TB) (string, string, error) {
 	t.Helper()
 	bin := filepath.Join(binaries(t), "ipam-server")
@@ -120,10 +111,10 @@ func tryStartServer(t testing.TB) (string, string, error) {
 	case err := <-serving:
 		if err != nil {
 			stop()
-			return addr, log.String(), err
+			return addr, log.String(), fmt.Errorf("at %s: %w", addr, err)
 		}
 	case err := <-exited:
-		return addr, log.String(), fmt.Errorf("exited: %v", err)
+		return addr, log.String(), fmt.Errorf("at %s: exited: %v", addr, err)
 	}
 	t.Cleanup(func() {
 		stop()

@@ -31,6 +31,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/nephio-project/ipam/service/server/servertest"
 )
 
 // porchEnv is etcd + kube-apiserver (envtest) + Porch's function runner +
@@ -251,34 +253,28 @@ const serveStartTimeout = 60 * time.Second
 
 // serveOnFreePort starts name (bin with args(port)) on a loopback port
 // picked free, waits until that process listens on it and returns the
-// port. Between the pick and the server's bind a process of another test
-// package may take the port: the server then exits saying "address already
-// in use" and is started again on another port (three attempts). Whether
-// the port is served by this process and not by another is read from
-// /proc, so a port taken by someone else is never mistaken for readiness.
+// port; a port taken by another test's process meanwhile makes it start
+// again on another (servertest.StartOnFreePorts). Whether the port is
+// served by this process and not by another is read from /proc, so a port
+// taken by someone else is never mistaken for readiness.
 func (e *porchEnv) serveOnFreePort(t *testing.T, name, bin string, args func(port int) []string) int {
 	t.Helper()
 	pick := e.ports
 	if pick == nil {
 		pick = freePort
 	}
-	for attempt := 1; ; attempt++ {
+	return servertest.StartOnFreePorts(t, name, func() (int, string, error) {
 		port := pick(t)
 		p := e.spawn(t, name, bin, args(port)...)
-		err := waitListening(p, port, serveStartTimeout)
-		if err == nil {
-			return port
+		if err := waitListening(p, port, serveStartTimeout); err != nil {
+			out, _ := os.ReadFile(p.log)
+			if len(out) > 4000 {
+				out = out[len(out)-4000:]
+			}
+			return 0, string(out), fmt.Errorf("on port %d: %w", port, err)
 		}
-		out, _ := os.ReadFile(p.log)
-		if len(out) > 4000 {
-			out = out[len(out)-4000:]
-		}
-		if attempt < 3 && strings.Contains(string(out), "address already in use") {
-			t.Logf("%s: port %d was taken before it bound it; starting it on another port", name, port)
-			continue
-		}
-		t.Fatalf("%s on port %d (attempt %d): %v\n--- tail of its log ---\n%s", name, port, attempt, err, out)
-	}
+		return port, "", nil
+	})
 }
 
 // waitListening waits until p listens on the TCP port, failing at once

@@ -54,7 +54,7 @@ type serverProc struct {
 // on other ports (three attempts).
 func startServerProc(t testing.TB, bin string, eps []string, prefix string, n int, metrics bool) *serverProc {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
+	return servertest.StartOnFreePorts(t, fmt.Sprintf("replica %d", n), func() (*serverProc, string, error) {
 		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 		p := &serverProc{t: t, log: filepath.Join(t.TempDir(), fmt.Sprintf("replica%d.log", n)),
 			args: []string{"--listen", addr, "--store", "etcd", "--etcd-endpoints", strings.Join(eps, ","), "--etcd-prefix", prefix,
@@ -68,19 +68,15 @@ func startServerProc(t testing.TB, bin string, eps []string, prefix string, n in
 			t.Fatal(err)
 		}
 		p.conn = conn
-		err = p.tryStart(bin)
-		if err == nil {
-			t.Cleanup(func() { p.kill(); conn.Close() })
-			return p
+		if err := p.tryStart(bin); err != nil {
+			p.kill()
+			conn.Close()
+			out, _ := os.ReadFile(p.log)
+			return nil, string(out), fmt.Errorf("at %s: %w", addr, err)
 		}
-		p.kill()
-		conn.Close()
-		out, _ := os.ReadFile(p.log)
-		if attempt == 3 || !strings.Contains(string(out), "address already in use") {
-			t.Fatalf("replica %d at %s (attempt %d): %v\n%s", n, addr, attempt, err, out)
-		}
-		t.Logf("replica %d at %s: a port was taken before it bound it; starting it on other ports", n, addr)
-	}
+		t.Cleanup(func() { p.kill(); conn.Close() })
+		return p, "", nil
+	})
 }
 
 // addr returns the replica's gRPC address.
