@@ -42,10 +42,8 @@ func coreFilled(pfx netip.Prefix, f fill) *addrset.Set {
 	s := addrset.New(last)
 	s.Add(0)
 	s.Add(last)
-	base := pfx.Addr().As4()
 	for _, a := range f.heldIn(pfx) {
-		o := a.As4()
-		s.Add(uint64(o[2]-base[2])<<8 | uint64(o[3]-base[3]))
+		s.Add(offsetIn(pfx, a))
 	}
 	return s
 }

@@ -190,9 +190,13 @@ func k8sBitmap() *allocator.AllocationBitmap {
 }
 
 // k8sOffset is the bitmap offset of a.
-func k8sOffset(a netip.Addr) int {
-	b, base := a.As4(), nextFreeNet().Addr().As4()
-	return (int(b[2])-int(base[2]))<<8 + int(b[3]) - int(base[3]) - 1
+func k8sOffset(a netip.Addr) int { return int(offsetIn(nextFreeNet(), a)) - 1 }
+
+// offsetIn is the offset of a from the first address of pfx, an IPv4 /16
+// to /24 holding it.
+func offsetIn(pfx netip.Prefix, a netip.Addr) uint64 {
+	b, base := a.As4(), pfx.Addr().As4()
+	return (uint64(b[2])<<8 | uint64(b[3])) - (uint64(base[2])<<8 | uint64(base[3]))
 }
 
 // nextFreeK8s takes the next free address as Kubernetes' service-IP
