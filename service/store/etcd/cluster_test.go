@@ -69,9 +69,9 @@ type cluster struct {
 
 // startCluster starts n etcd members on loopback, with the extra flags,
 // and waits until the cluster answers; they are killed when the test ends.
-// A member that exits while the cluster starts (a port that freePort saw
-// free was taken meanwhile by another test's process) makes the cluster
-// start again on new ports, three times at most.
+// A member that exits because a port that freePort saw free was taken
+// meanwhile by another test's process makes the cluster start again on new
+// ports (servertest.StartOnFreePorts).
 func startCluster(t testing.TB, n int, extra ...string) *cluster {
 	t.Helper()
 	return startClusterOf(t, &cluster{t: t, bin: etcdBinary(t), scheme: "http"}, n, extra...)
@@ -95,7 +95,7 @@ func startClusterOf(t testing.TB, c *cluster, n int, extra ...string) *cluster {
 			c.kill(m)
 		}
 	})
-	for attempt := 1; ; attempt++ {
+	return servertest.StartOnFreePorts(t, "etcd cluster", func() (*cluster, string, error) {
 		c.members = nil
 		base := t.TempDir()
 		var initial []string
@@ -118,20 +118,17 @@ func startClusterOf(t testing.TB, c *cluster, n int, extra ...string) *cluster {
 		}
 		err := c.waitUp(c.endpoints())
 		if err == nil {
-			return c
+			return c, "", nil
 		}
-		var exited *member
+		var log string
 		for _, m := range c.members {
-			if m.exited() && exited == nil {
-				exited = m
+			if m.exited() && log == "" {
+				err, log = fmt.Errorf("member %s of %v exited", m.name, c.endpoints()), m.logTail()
 			}
 			c.kill(m)
 		}
-		if exited == nil || attempt == 3 {
-			t.Fatalf("etcd cluster %v not healthy (attempt %d): %v", c.endpoints(), attempt, err)
-		}
-		t.Logf("etcd member %s exited while the cluster started; starting again on new ports: %v", exited.name, err)
-	}
+		return nil, log, err
+	})
 }
 
 // start runs m (again, on its data directory).
