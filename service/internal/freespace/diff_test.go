@@ -178,18 +178,10 @@ func TestDifferentialFill(t *testing.T) {
 				}
 			}
 			h.verify()
-			if h.s.Blocks() != 1 || len(h.s.nodes)-firstNode != countSpare(h.s) {
+			if h.s.Blocks() != 1 || len(h.s.nodes)-1 != countSpare(h.s, false) {
 				t.Fatalf("empty space: %d blocks, %d nodes not on the spare list",
-					h.s.Blocks(), len(h.s.nodes)-firstNode-countSpare(h.s))
+					h.s.Blocks(), len(h.s.nodes)-1-countSpare(h.s, false))
 			}
 		})
 	}
-}
-
-func countSpare(s *Space) int {
-	n := 0
-	for r := s.spare; r != 0; r = s.nodes[r].kid[0] {
-		n++
-	}
-	return n
 }

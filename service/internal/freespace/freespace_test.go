@@ -361,13 +361,13 @@ func TestNodesRecycled(t *testing.T) {
 	p := pfx("2001:db8:1234::/48")
 	s.Take(p)
 	s.Release(p)
-	n := len(s.nodes)
+	n, l := len(s.nodes), len(s.leaves)
 	for range 100 {
 		s.Take(p)
 		s.Release(p)
 	}
-	if len(s.nodes) != n {
-		t.Fatalf("arena grew from %d to %d nodes", n, len(s.nodes))
+	if len(s.nodes) != n || len(s.leaves) != l {
+		t.Fatalf("arenas grew from %d to %d nodes, %d to %d leaves", n, len(s.nodes), l, len(s.leaves))
 	}
 	s.check(t)
 }

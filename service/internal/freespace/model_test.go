@@ -7,63 +7,102 @@ import (
 	"testing"
 )
 
-// check verifies the internal invariants of s: the trie is canonical (no node
-// has two free or two used children), every mask matches its child, the
-// free count and block count match the leaves, and every node is either
-// reachable or on the spare list.
+// check verifies the internal invariants of s: critical bits grow strictly
+// downwards, every leaf is a canonical block inside the root that agrees
+// with its siblings' blocks up to each critical bit above it and has that
+// bit on its own side, no two leaves are buddies, every mask matches its
+// half, the free count and block count match the leaves, and every node and
+// leaf is either reachable or on its spare list.
 func (s *Space) check(t testing.TB) {
 	t.Helper()
-	reached := 0
-	blocks := 0
+	nodes, leaves, blocks := 0, 0, 0
 	var nfree u128
-	var rec func(r ref, d int) lenset
-	rec = func(r ref, d int) lenset {
-		switch r {
-		case used:
-			return lenset{}
-		case free:
-			blocks++
-			nfree = nfree.add(s.size(d))
-			if d == 0 {
-				return lenset{}
+	// rec returns the free lengths below r and the address of one of its
+	// blocks; every block below r must be longer than after.
+	var rec func(r ref, after int) (lenset, u128)
+	rec = func(r ref, after int) (lenset, u128) {
+		if r.isLeaf() {
+			if i := int(r &^ leafBit); i == 0 || i >= len(s.leaves) {
+				t.Fatalf("bad leaf %d (arena %d)", i, len(s.leaves))
 			}
-			return one(d)
+			leaves++
+			lf := s.leaf(r)
+			l := int(lf.l)
+			if l <= after || l > s.width || !lf.a.hostZero(l) || lf.a.top(s.rbits) != s.base {
+				t.Fatalf("leaf %x/%d below critical bit %d is not a block inside the root", lf.a, l, after)
+			}
+			blocks++
+			nfree = nfree.add(s.size(l))
+			if l == 0 {
+				return lenset{}, lf.a
+			}
+			return one(l), lf.a
 		}
-		if int(r) >= len(s.nodes) || d >= s.width {
-			t.Fatalf("bad node %d at depth %d (arena %d, width %d)", r, d, len(s.nodes), s.width)
+		if r == none || int(r) >= len(s.nodes) {
+			t.Fatalf("bad node %d (arena %d)", r, len(s.nodes))
 		}
-		reached++
+		nodes++
 		nd := s.nodes[r]
-		if nd.kid[0] == nd.kid[1] && nd.kid[0] < firstNode {
-			t.Fatalf("node %d at depth %d is not canonical: both halves %d", r, d, nd.kid[0])
+		c := int(nd.crit)
+		if c <= after || c >= s.width {
+			t.Fatalf("node %d: critical bit %d not in (%d, %d)", r, c, after, s.width)
 		}
 		var all lenset
-		for i := range 2 {
-			m := rec(nd.kid[i], d+1)
-			if m != nd.m[i] {
-				t.Fatalf("node %d at depth %d: mask[%d] = %x, want %x", r, d, i, nd.m[i], m)
+		var addr [2]u128
+		for b := range 2 {
+			m, a := rec(nd.kid[b], c)
+			if m != nd.m[b] {
+				t.Fatalf("node %d: mask[%d] = %x, want %x", r, b, nd.m[b], m)
 			}
+			if a.bit(c) != b {
+				t.Fatalf("node %d: block %x on side %d has bit %d = %d", r, a, b, c, a.bit(c))
+			}
+			addr[b] = a
 			all = all.or(m)
 		}
-		return all
-	}
-	rec(s.top, s.rbits)
-	spares := 0
-	for r := s.spare; r != 0; r = s.nodes[r].kid[0] {
-		spares++
-		if spares > len(s.nodes) {
-			t.Fatal("spare list has a cycle")
+		if d := firstDiff(addr[0], addr[1]); d != c {
+			t.Fatalf("node %d: halves differ first at bit %d, critical bit %d", r, d, c)
 		}
+		if nd.kid[0].isLeaf() && nd.kid[1].isLeaf() && int(s.leaf(nd.kid[0]).l) == c+1 && int(s.leaf(nd.kid[1]).l) == c+1 {
+			t.Fatalf("node %d: its two leaves are free buddies", r)
+		}
+		return all, addr[0]
 	}
-	if reached+spares != len(s.nodes)-firstNode {
-		t.Fatalf("nodes: %d reached + %d spare != %d in arena", reached, spares, len(s.nodes)-firstNode)
+	if s.top != none {
+		rec(s.top, s.rbits-1)
+	}
+	if n := countSpare(s, false); nodes+n != len(s.nodes)-1 {
+		t.Fatalf("nodes: %d reached + %d spare != %d in arena", nodes, n, len(s.nodes)-1)
+	}
+	if n := countSpare(s, true); leaves+n != len(s.leaves)-1 {
+		t.Fatalf("leaves: %d reached + %d spare != %d in arena", leaves, n, len(s.leaves)-1)
 	}
 	if blocks != s.blocks {
-		t.Fatalf("Blocks() = %d, trie has %d free leaves", s.blocks, blocks)
+		t.Fatalf("Blocks() = %d, tree has %d leaves", s.blocks, blocks)
 	}
 	if nfree != s.nfree {
-		t.Fatalf("free count %x, trie holds %x", s.nfree, nfree)
+		t.Fatalf("free count %x, tree holds %x", s.nfree, nfree)
 	}
+}
+
+// countSpare returns the length of the spare list of leaves or of nodes.
+func countSpare(s *Space, leaves bool) int {
+	n := 0
+	r, size := s.spareNode, len(s.nodes)
+	if leaves {
+		r, size = s.spareLeaf, len(s.leaves)
+	}
+	for r != none {
+		if n++; n > size {
+			panic("freespace: spare list has a cycle")
+		}
+		if leaves {
+			r = s.leaves[r].next
+		} else {
+			r = s.nodes[r].kid[0]
+		}
+	}
+	return n
 }
 
 // model is a naive reference: one bool per unit block, where the unit is the
