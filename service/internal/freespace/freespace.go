@@ -12,10 +12,12 @@
 // # Design
 //
 // A Space is a crit-bit (PATRICIA) tree whose leaves are the free blocks.
-// Each inner node records its critical bit: the first address bit at which
-// the blocks below its two halves differ; every block below its lower half
-// has that bit 0, every block below its upper half has it 1, and all agree
-// on the bits before it. Critical bits grow strictly on the way down, so a
+// Each inner node has a critical bit: the first address bit at which the
+// blocks below its two halves differ; every block below its lower half has
+// that bit 0, every block below its upper half has it 1, and all agree on
+// the bits before it. The critical bit is kept in the references to the
+// node, so a walk reads where to go next and which bit decides it in one
+// load. Critical bits grow strictly on the way down, so a
 // path is at most as long as the address, and in practice as long as the
 // number of places where the free space branches: with 65,000 /24s used
 // from the start of a /8, the three free blocks left sit under two inner
@@ -150,35 +152,47 @@ func (m lenset) longest(max int) int {
 	return bits.Len64(m[0] & (1<<max - 1))
 }
 
-// ref refers to a subtree: none (no free block), an inner node (an index
-// in Space.nodes, as a positive int32) or a leaf (leafBit | an index in
-// Space.leaves). Index 0 of either arena is never used, so 0 can end the
-// spare lists.
-type ref uint32
+// ref refers to a subtree: none (no free block), an inner node (its
+// index in Space.nodes in the low 32 bits, its critical bit in the next
+// 8) or a leaf (leafBit | its index in Space.leaves). A node's critical
+// bit travels with the references to it, so a walk learns which half to
+// take from the same load that tells it where the node is. Index 0 of
+// either arena is never used, so 0 can end the spare lists.
+type ref uint64
 
 const (
 	none    ref = 0
-	leafBit ref = 1 << 31
+	leafBit ref = 1 << 63
 )
 
+// nodeRef returns the reference to inner node i whose critical bit is c.
+func nodeRef(i uint32, c int) ref { return ref(c)<<32 | ref(i) }
+
 // isNode reports whether r is an inner node.
-func (r ref) isNode() bool { return int32(r) > 0 }
+func (r ref) isNode() bool { return int64(r) > 0 }
 
 // isLeaf reports whether r is a leaf.
 func (r ref) isLeaf() bool { return r&leafBit != 0 }
 
-// node is an inner node: two halves that differ first at bit crit.
+// index returns the index of r in its arena.
+func (r ref) index() uint32 { return uint32(r) }
+
+// crit returns the critical bit of inner node r, counted from the most
+// significant end.
+func (r ref) crit() int { return int(r >> 32 & 0xff) }
+
+// node is an inner node: two halves that differ first at the critical bit
+// its references carry.
 type node struct {
-	kid  [2]ref    // lower and upper half; the spare list links through kid[0]
-	crit uint32    // the critical bit, counted from the most significant end
-	m    [2]lenset // lengths of the free blocks below kid[0] and kid[1]
+	kid [2]ref    // lower and upper half; the spare list links through kid[0]
+	m   [2]lenset // lengths of the free blocks below kid[0] and kid[1]
 }
 
 // leaf is a free block.
 type leaf struct {
-	a    u128  // address, host bits zero
-	l    uint8 // prefix length
-	next ref   // the spare list
+	a    u128   // address, host bits zero
+	l    uint8  // prefix length
+	next uint32 // the spare list
 }
 
 // maxDepth bounds the number of inner nodes on a path from the top: their
@@ -195,8 +209,8 @@ type Space struct {
 	top       ref  // the whole tree
 	nodes     []node
 	leaves    []leaf
-	spareNode ref // recycled nodes, linked through kid[0]; 0 ends the list
-	spareLeaf ref // recycled leaves (their index), linked through next
+	spareNode uint32 // recycled nodes, linked through kid[0]; 0 ends the list
+	spareLeaf uint32 // recycled leaves, linked through next; 0 ends the list
 	nfree     u128
 	blocks    int
 	path      [maxDepth]ref // scratch: the nodes above the block being changed
@@ -272,8 +286,8 @@ func (s *Space) Take(p netip.Prefix) bool {
 	}
 	n--
 	up := s.path[n]
-	nd := &s.nodes[up]
-	b := 1 - a.bit(int(nd.crit))
+	nd := &s.nodes[up.index()]
+	b := 1 - a.bit(up.crit())
 	other, m := nd.kid[b], nd.m[b]
 	s.freeNode(up)
 	s.link(s.path[:n], a, other, m)
@@ -306,18 +320,18 @@ func (s *Space) Release(p netip.Prefix) bool {
 	// p belongs beside the subtree at the first node of the path whose
 	// critical bit is after c (no node on the path has critical bit c).
 	i := 0
-	for i < n && int(s.nodes[s.path[i]].crit) < c {
+	for i < n && s.path[i].crit() < c {
 		i++
 	}
 	if i == n && c == l-1 && gl == l {
 		// g is p's buddy: they merge, and then with each free buddy above.
 		l--
 		for ; i > 0; i-- {
-			nd := &s.nodes[s.path[i-1]]
-			if int(nd.crit) != l-1 {
+			up := s.path[i-1]
+			if up.crit() != l-1 {
 				break
 			}
-			o := nd.kid[1-a.bit(l-1)]
+			o := s.nodes[up.index()].kid[1-a.bit(l-1)]
 			if !o.isLeaf() || int(s.leaf(o).l) != l {
 				break
 			}
@@ -341,15 +355,14 @@ func (s *Space) Release(p netip.Prefix) bool {
 	}
 	var om lenset
 	if i > 0 {
-		nd := &s.nodes[s.path[i-1]]
-		om = nd.m[a.bit(int(nd.crit))]
+		up := s.path[i-1]
+		om = s.nodes[up.index()].m[a.bit(up.crit())]
 	} else {
 		om = s.mask(o)
 	}
 	pm := one(l)
-	x := s.newNode()
-	nd := &s.nodes[x]
-	nd.crit = uint32(c)
+	x := s.newNode(c)
+	nd := &s.nodes[x.index()]
 	b := a.bit(c)
 	nd.kid[b], nd.m[b] = s.newLeaf(a, l), pm
 	nd.kid[1-b], nd.m[1-b] = o, om
@@ -366,8 +379,7 @@ func (s *Space) IsFree(p netip.Prefix) bool {
 	}
 	r := s.top
 	for r.isNode() {
-		nd := &s.nodes[r]
-		r = nd.kid[a.bit(int(nd.crit))]
+		r = s.nodes[r.index()].kid[a.bit(r.crit())]
 	}
 	if r == none {
 		return false
@@ -388,13 +400,13 @@ func (s *Space) BestFit(bits int) (netip.Prefix, bool) {
 	}
 	r := s.top
 	if r.isNode() {
-		top := &s.nodes[r]
+		top := &s.nodes[r.index()]
 		l := top.m[0].or(top.m[1]).longest(bits)
 		if l == 0 {
 			return netip.Prefix{}, false
 		}
 		for r.isNode() {
-			nd := &s.nodes[r]
+			nd := &s.nodes[r.index()]
 			if nd.m[0].has(l) {
 				r = nd.kid[0]
 			} else {
@@ -424,7 +436,7 @@ func (s *Space) walk(r ref, fn func(netip.Prefix) bool) bool {
 		lf := s.leaf(r)
 		return fn(s.prefix(lf.a, int(lf.l)))
 	}
-	kid := s.nodes[r].kid
+	kid := s.nodes[r.index()].kid
 	return s.walk(kid[0], fn) && s.walk(kid[1], fn)
 }
 
@@ -436,8 +448,7 @@ func (s *Space) descend(a u128) (int, ref) {
 	for r.isNode() {
 		s.path[n] = r
 		n++
-		nd := &s.nodes[r]
-		r = nd.kid[a.bit(int(nd.crit))]
+		r = s.nodes[r.index()].kid[a.bit(r.crit())]
 	}
 	return n, r
 }
@@ -454,9 +465,8 @@ func (s *Space) split(a u128, from, l int, g ref) (ref, lenset) {
 		// first at bit k-1.
 		km := one(k)
 		o := s.newLeaf(a.top(k).flip(k-1), k)
-		x := s.newNode()
-		nd := &s.nodes[x]
-		nd.crit = uint32(k - 1)
+		x := s.newNode(k - 1)
+		nd := &s.nodes[x.index()]
 		b := a.bit(k - 1)
 		nd.kid[b], nd.m[b] = r, m
 		nd.kid[1-b], nd.m[1-b] = o, km
@@ -474,14 +484,14 @@ func (s *Space) link(path []ref, a u128, r ref, m lenset) {
 		return
 	}
 	i := len(path) - 1
-	nd := &s.nodes[path[i]]
-	b := a.bit(int(nd.crit))
+	nd := &s.nodes[path[i].index()]
+	b := a.bit(path[i].crit())
 	nd.kid[b], nd.m[b] = r, m
 	for ; i > 0; i-- {
 		// nd.m[b] is m: only the other half's lengths are read back.
 		m = m.or(nd.m[1-b])
-		nd = &s.nodes[path[i-1]]
-		b = a.bit(int(nd.crit))
+		nd = &s.nodes[path[i-1].index()]
+		b = a.bit(path[i-1].crit())
 		if nd.m[b] == m {
 			return
 		}
@@ -495,47 +505,49 @@ func (s *Space) mask(r ref) lenset {
 	if r.isLeaf() {
 		return one(int(s.leaf(r).l))
 	}
-	nd := &s.nodes[r]
+	nd := &s.nodes[r.index()]
 	return nd.m[0].or(nd.m[1])
 }
 
 // leaf returns the leaf r refers to.
-func (s *Space) leaf(r ref) *leaf { return &s.leaves[r&^leafBit] }
+func (s *Space) leaf(r ref) *leaf { return &s.leaves[r.index()] }
 
-// newNode returns an inner node, reusing a recycled one if there is one.
-// The caller sets all its fields.
-func (s *Space) newNode() ref {
-	if r := s.spareNode; r != none {
-		s.spareNode = s.nodes[r].kid[0]
-		return r
+// newNode returns an inner node whose critical bit is c, reusing a
+// recycled one if there is one. The caller sets all its fields.
+func (s *Space) newNode(c int) ref {
+	i := s.spareNode
+	if i != 0 {
+		s.spareNode = uint32(s.nodes[i].kid[0])
+	} else {
+		s.nodes = append(s.nodes, node{})
+		i = uint32(len(s.nodes) - 1)
 	}
-	s.nodes = append(s.nodes, node{})
-	return ref(len(s.nodes) - 1)
+	return nodeRef(i, c)
 }
 
 // freeNode puts inner node r on the spare list.
 func (s *Space) freeNode(r ref) {
-	s.nodes[r] = node{kid: [2]ref{s.spareNode}}
-	s.spareNode = r
+	s.nodes[r.index()] = node{kid: [2]ref{ref(s.spareNode)}}
+	s.spareNode = r.index()
 }
 
 // newLeaf returns a leaf for the block of length l at a, reusing a recycled
 // one if there is one.
 func (s *Space) newLeaf(a u128, l int) ref {
 	i := s.spareLeaf
-	if i != none {
+	if i != 0 {
 		s.spareLeaf = s.leaves[i].next
 	} else {
 		s.leaves = append(s.leaves, leaf{})
-		i = ref(len(s.leaves) - 1)
+		i = uint32(len(s.leaves) - 1)
 	}
 	s.leaves[i] = leaf{a: a, l: uint8(l)}
-	return leafBit | i
+	return leafBit | ref(i)
 }
 
 // freeLeaf puts leaf r on the spare list.
 func (s *Space) freeLeaf(r ref) {
-	i := r &^ leafBit
+	i := r.index()
 	s.leaves[i] = leaf{next: s.spareLeaf}
 	s.spareLeaf = i
 }

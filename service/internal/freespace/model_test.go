@@ -22,7 +22,7 @@ func (s *Space) check(t testing.TB) {
 	var rec func(r ref, after int) (lenset, u128)
 	rec = func(r ref, after int) (lenset, u128) {
 		if r.isLeaf() {
-			if i := int(r &^ leafBit); i == 0 || i >= len(s.leaves) {
+			if i := int(r.index()); r>>32&^(leafBit>>32) != 0 || i == 0 || i >= len(s.leaves) {
 				t.Fatalf("bad leaf %d (arena %d)", i, len(s.leaves))
 			}
 			leaves++
@@ -38,12 +38,12 @@ func (s *Space) check(t testing.TB) {
 			}
 			return one(l), lf.a
 		}
-		if r == none || int(r) >= len(s.nodes) {
-			t.Fatalf("bad node %d (arena %d)", r, len(s.nodes))
+		if r == none || r.index() == 0 || int(r.index()) >= len(s.nodes) || r>>40 != 0 {
+			t.Fatalf("bad node %x (arena %d)", r, len(s.nodes))
 		}
 		nodes++
-		nd := s.nodes[r]
-		c := int(nd.crit)
+		nd := s.nodes[r.index()]
+		c := r.crit()
 		if c <= after || c >= s.width {
 			t.Fatalf("node %d: critical bit %d not in (%d, %d)", r, c, after, s.width)
 		}
@@ -92,14 +92,14 @@ func countSpare(s *Space, leaves bool) int {
 	if leaves {
 		r, size = s.spareLeaf, len(s.leaves)
 	}
-	for r != none {
+	for r != 0 {
 		if n++; n > size {
 			panic("freespace: spare list has a cycle")
 		}
 		if leaves {
 			r = s.leaves[r].next
 		} else {
-			r = s.nodes[r].kid[0]
+			r = uint32(s.nodes[r].kid[0])
 		}
 	}
 	return n
