@@ -119,37 +119,39 @@ func firstDiff(a, b u128) int {
 	return 64 + bits.LeadingZeros64(a.lo^b.lo)
 }
 
-// lenset is a set of prefix lengths 1..128: bit l-1 stands for length l.
-type lenset [2]uint64
+// lenset is a set of prefix lengths 1..128: bit l-1 of lo stands for length
+// l <= 64, bit l-65 of hi for length l > 64. (A struct, not an array: the
+// compiler keeps a struct of two words in registers.)
+type lenset struct{ lo, hi uint64 }
 
 // one returns the set holding only length l (1 <= l <= 128).
 func one(l int) lenset {
 	if l <= 64 {
-		return lenset{1 << (l - 1), 0}
+		return lenset{lo: 1 << (l - 1)}
 	}
-	return lenset{0, 1 << (l - 65)}
+	return lenset{hi: 1 << (l - 65)}
 }
 
 // has reports whether length l is in m.
 func (m lenset) has(l int) bool {
 	if l <= 64 {
-		return m[0]>>(l-1)&1 != 0
+		return m.lo>>(l-1)&1 != 0
 	}
-	return m[1]>>(l-65)&1 != 0
+	return m.hi>>(l-65)&1 != 0
 }
 
 // or returns the union of m and n.
-func (m lenset) or(n lenset) lenset { return lenset{m[0] | n[0], m[1] | n[1]} }
+func (m lenset) or(n lenset) lenset { return lenset{m.lo | n.lo, m.hi | n.hi} }
 
 // longest returns the largest length in m that is at most max, or 0.
 func (m lenset) longest(max int) int {
 	if max > 64 {
-		if w := m[1] & (1<<(max-64) - 1); w != 0 {
+		if w := m.hi & (1<<(max-64) - 1); w != 0 {
 			return 64 + bits.Len64(w)
 		}
 		max = 64
 	}
-	return bits.Len64(m[0] & (1<<max - 1))
+	return bits.Len64(m.lo & (1<<max - 1))
 }
 
 // ref refers to a subtree: none (no free block), an inner node (its
