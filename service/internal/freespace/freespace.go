@@ -64,7 +64,7 @@
 // sub-prefix in at most 1 µs in a fragmented aggregate); the crit-bit
 // layout by BenchmarkBestFit/*/ours-core in service/peerbench, whose best
 // fit among 65k children must beat a kept netipx IPSet tenfold (the binary
-// trie took about 500 ns there, this tree about 120).
+// trie took about 500 ns there, this tree about 100).
 //
 // A Space is not safe for concurrent use if any goroutine modifies it.
 package freespace
