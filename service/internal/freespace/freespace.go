@@ -17,12 +17,12 @@
 // that bit 0, every block below its upper half has it 1, and all agree on
 // the bits before it. The critical bit is kept in the references to the
 // node, so a walk reads where to go next and which bit decides it in one
-// load. Critical bits grow strictly on the way down, so a
-// path is at most as long as the address, and in practice as long as the
-// number of places where the free space branches: with 65,000 /24s used
-// from the start of a /8, the three free blocks left sit under two inner
-// nodes, however deep they are in the address. Used space is what no leaf
-// covers; it is not stored.
+// load. Critical bits grow strictly on the way down, so a path is at most
+// as long as the address, and in practice as long as the number of places
+// where the free space branches: with 65,000 /24s used from the start of a
+// /8, the three free blocks left sit under two inner nodes, however deep
+// they are in the address. Used space is what no leaf covers; it is not
+// stored.
 //
 // The tree is kept canonical: no two free blocks are buddies (two free
 // halves of one block merge into it). Two buddies would always be the two
