@@ -15,11 +15,11 @@ const MaxBlock = 1 << 16
 // normalizeAlloc validates an allocation request and fills defaults in
 // place.
 func normalizeAlloc(r *Allocation) error {
-	if plainRequest(r) {
+	if sel, ok := plainSelector(r); ok {
 		if r.Kind == "" {
 			r.Kind = KindNetwork
 		}
-		if sel := r.Selector[LabelNetworkInstance]; sel != "" {
+		if sel != "" {
 			r.NetworkInstance = sel
 		}
 		return nil
@@ -27,22 +27,23 @@ func normalizeAlloc(r *Allocation) error {
 	return checkAlloc(r)
 }
 
-// plainRequest reports whether r is a valid request of the common shape,
-// an address by selector, that needs no more than defaults; checkAlloc
-// decides every other request.
-func plainRequest(r *Allocation) bool {
+// plainSelector reports whether r is a valid request of the common shape,
+// an address by selector, that needs no more than defaults, and returns
+// the network instance its selector names; checkAlloc decides every other
+// request.
+func plainSelector(r *Allocation) (string, bool) {
 	switch r.Kind {
 	case "", KindNetwork, KindLoopback:
 	default:
-		return false
+		return "", false
 	}
 	switch r.AddressFamily {
 	case "", IPv4, IPv6:
 	default:
-		return false
+		return "", false
 	}
 	sel := r.Selector[LabelNetworkInstance]
-	return r.Key.Name != "" && !r.Prefix.IsValid() && r.PrefixLength == 0 && r.Count == 0 &&
+	return sel, r.Key.Name != "" && !r.Prefix.IsValid() && r.PrefixLength == 0 && r.Count == 0 &&
 		(r.NetworkInstance != "" || sel != "") && (sel == "" || r.NetworkInstance == "" || r.NetworkInstance == sel)
 }
 
