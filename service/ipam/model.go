@@ -78,6 +78,7 @@ type node struct {
 	kind     Kind
 	parent   *node
 	children int
+	removed  bool             // not in v.nodes: removed, or its insertion undone
 	space    *freespace.Space // aggregate, pool, root
 	addrs    *addrset.Set     // network, loopback
 

@@ -411,6 +411,52 @@ func TestSyncPruneAndIdempotence(t *testing.T) {
 	checkInvariants(t, a)
 }
 
+// TestApplyIntoAReplacedNetwork replays, in one Apply, an allocation in a
+// network, its release, the network's removal, a new network of the same
+// prefix and an allocation of the same address in it: the second
+// allocation must land in the new network, not in the removed one the
+// replay placed the first in.
+func TestApplyIntoAReplacedNetwork(t *testing.T) {
+	ctx := context.Background()
+	withNet := func(name, alloc string) (*Allocator, []Record) {
+		a := fixture(t)
+		if _, err := a.CreatePrefix(ctx, Prefix{Key: Key{Owner: "infra", Name: name}, NetworkInstance: "vpc-1",
+			Prefix: mustPrefix("10.0.9.0/24"), Network: "net9"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Allocate(ctx, Allocation{Key: key(alloc), Selector: Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net9"}}); err != nil {
+			t.Fatal(err)
+		}
+		return a, a.Snapshot(nil)
+	}
+	_, first := withNet("old", "x")
+	want, second := withNet("new", "y")
+	recs := append(first,
+		Record{Op: OpDeleteAllocation, Key: key("x")},
+		Record{Op: OpDeletePrefix, Key: Key{Owner: "infra", Name: "old"}})
+	for _, r := range second {
+		if r.Key.Name == "new" || r.Key.Name == "y" {
+			recs = append(recs, r)
+		}
+	}
+	b := New()
+	if err := b.Apply(recs); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, b)
+	if dump(b) != dump(want) {
+		t.Fatalf("replayed state differs:\n%s\n---\n%s", dump(b), dump(want))
+	}
+	y, err := b.GetAllocation(key("y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := Allocation{Key: key("z"), NetworkInstance: "vpc-1", Prefix: y.Result.Prefix}
+	if _, err := b.Allocate(ctx, again); !errors.Is(err, ErrConflict) {
+		t.Fatalf("allocating %v, held by y, again: %v, want %v", y.Result.Prefix, err, ErrConflict)
+	}
+}
+
 func TestSnapshotApplyRoundTrip(t *testing.T) {
 	a := fixture(t)
 	for i := range 20 {

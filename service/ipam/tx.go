@@ -188,7 +188,7 @@ func (t *tx) record(r Record) {
 
 // bitmapNodeFor returns the network or loopback node holding a.
 func (t *tx) bitmapNodeFor(v *vrf, a netip.Addr) *node {
-	if n := t.bitmap; n != nil && n.v == v && n.prefix.Contains(a) && v.nodes[n.prefix] == n {
+	if n := t.bitmap; n != nil && n.v == v && !n.removed && n.prefix.Contains(a) {
 		return n
 	}
 	n := v.bitmapNodeFor(a)
@@ -303,6 +303,7 @@ func (t *tx) insertUnder(parent *node, p netip.Prefix, kind Kind, network string
 		v.index.remove(n.entry)
 		parent.children--
 		delete(v.nodes, p)
+		n.removed = true
 		parent.space.Release(p)
 	})
 	return n, nil
@@ -321,12 +322,14 @@ func (t *tx) removeNode(n *node, obj string, key Key) error {
 	v.index.remove(n.entry)
 	parent.children--
 	delete(v.nodes, p)
+	n.removed = true
 	parent.space.Release(p)
 	t.onUndo(func() {
 		if !parent.space.Take(p) {
 			panic("ipam: undo of removeNode could not retake " + p.String())
 		}
 		v.nodes[p] = n
+		n.removed = false
 		parent.children++
 		v.index.add(n.entry)
 	})
