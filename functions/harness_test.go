@@ -89,8 +89,9 @@ func tryStartServer(t testing.TB) (string, string, error) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := make(chan struct{})
+	var waitErr error // set before exited is closed
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -105,16 +106,12 @@ func tryStartServer(t testing.TB) (string, string, error) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	serving := make(chan error, 1)
-	go func() { serving <- servertest.WaitServing(conn, 30*time.Second) }()
-	select {
-	case err := <-serving:
-		if err != nil {
-			stop()
-			return addr, log.String(), fmt.Errorf("at %s: %w", addr, err)
+	if err := servertest.WaitServingOrExit(conn, 30*time.Second, exited); err != nil {
+		stop()
+		if errors.Is(err, servertest.ErrExited) {
+			err = fmt.Errorf("%w: %v", err, waitErr)
 		}
-	case err := <-exited:
-		return addr, log.String(), fmt.Errorf("at %s: exited: %v", addr, err)
+		return addr, log.String(), fmt.Errorf("at %s: %w", addr, err)
 	}
 	t.Cleanup(func() {
 		stop()

@@ -117,18 +117,46 @@ func (s *Server) Client(t testing.TB) ipamv1.IPAMClient {
 
 // WaitServing polls the health service of conn until it reports SERVING.
 func WaitServing(conn *grpc.ClientConn, timeout time.Duration) error {
+	return WaitServingOrExit(conn, timeout, nil)
+}
+
+// ErrExited is WaitServingOrExit's error when the server's process exits.
+var ErrExited = errors.New("the server's process exited")
+
+// WaitServingOrExit is WaitServing for a server in a process the test
+// started: it gives up at once with ErrExited when exited is closed (a
+// nil exited never is).
+func WaitServingOrExit(conn *grpc.ClientConn, timeout time.Duration, exited <-chan struct{}) error {
+	ctx, cancel := context.WithCancel(context.Background()) // cancelled when the process exits
+	defer cancel()
+	if exited != nil {
+		go func() {
+			select {
+			case <-exited:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	hc := healthpb.NewHealthClient(conn)
 	deadline := time.Now().Add(timeout)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
-		cancel()
+		actx, acancel := context.WithTimeout(ctx, time.Second)
+		resp, err := hc.Check(actx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+		acancel()
 		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
 			return nil
+		}
+		if ctx.Err() != nil {
+			return ErrExited
 		}
 		if time.Now().After(deadline) {
 			return errors.Join(errors.New("server not SERVING: "+resp.GetStatus().String()), err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return ErrExited
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }

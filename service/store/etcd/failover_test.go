@@ -2,6 +2,7 @@ package etcd_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -108,14 +109,11 @@ func (p *serverProc) tryStart(bin string) error {
 	}
 	p.done = make(chan struct{})
 	go func() { p.cmd.Wait(); logf.Close(); close(p.done) }()
-	serving := make(chan error, 1)
-	go func() { serving <- servertest.WaitServing(p.conn, 60*time.Second) }()
-	select {
-	case err := <-serving:
-		return err
-	case <-p.done:
-		return fmt.Errorf("exited: %v", p.cmd.ProcessState)
+	err = servertest.WaitServingOrExit(p.conn, 60*time.Second, p.done)
+	if errors.Is(err, servertest.ErrExited) {
+		return fmt.Errorf("%w: %v", err, p.cmd.ProcessState)
 	}
+	return err
 }
 
 // kill ends the process with SIGKILL (kill -9).
