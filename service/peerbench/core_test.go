@@ -90,8 +90,7 @@ func TestCoreFindsWhatOursFinds(t *testing.T) {
 			t.Fatal(f, err)
 		}
 		off, ok := coreFilled(pfx, f).NextFree(0, 1<<10-1)
-		base := pfx.Addr().As4()
-		got := netip.AddrFrom4([4]byte{base[0], base[1], base[2] + byte(off>>8), byte(off)})
+		got := addrIn(pfx, off)
 		if !ok || got != want.Prefix.Addr() {
 			t.Errorf("%v: core's next free %v (%v), ours %v", f, got, ok, want.Prefix)
 		}

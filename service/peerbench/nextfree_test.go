@@ -68,12 +68,9 @@ func (f fill) heldIn(pfx netip.Prefix) []netip.Addr {
 	} else {
 		offs = offs[:n]
 	}
-	base := pfx.Addr().As4()
 	out := make([]netip.Addr, len(offs))
 	for i, o := range offs {
-		a := base
-		a[2], a[3] = base[2]+byte(o>>8), byte(o)
-		out[i] = netip.AddrFrom4(a)
+		out[i] = addrIn(pfx, uint64(o))
 	}
 	return out
 }
@@ -197,6 +194,15 @@ func k8sOffset(a netip.Addr) int { return int(offsetIn(nextFreeNet(), a)) - 1 }
 func offsetIn(pfx netip.Prefix, a netip.Addr) uint64 {
 	b, base := a.As4(), pfx.Addr().As4()
 	return (uint64(b[2])<<8 | uint64(b[3])) - (uint64(base[2])<<8 | uint64(base[3]))
+}
+
+// addrIn is the address at offset off from the first address of pfx, an
+// IPv4 /16 to /24 holding it (the inverse of offsetIn).
+func addrIn(pfx netip.Prefix, off uint64) netip.Addr {
+	b := pfx.Addr().As4()
+	n := uint64(b[2])<<8 | uint64(b[3]) + off
+	b[2], b[3] = byte(n>>8), byte(n)
+	return netip.AddrFrom4(b)
 }
 
 // nextFreeK8s takes the next free address as Kubernetes' service-IP

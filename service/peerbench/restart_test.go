@@ -166,7 +166,7 @@ func restartGoIPAM(b *testing.B) {
 	pfx := netip.MustParsePrefix("10.0.0.0/16")
 	p := newGoIPAMPrefix(pfx, netip.Prefix{})
 	for a := range restartAllocs() {
-		p.IPs[netip.AddrFrom4([4]byte{10, 0, byte((a + 1) >> 8), byte(a + 1)}).String()] = true
+		p.IPs[addrIn(pfx, uint64(a+1)).String()] = true
 	}
 	src := loadGoIPAM(b, p)
 	saved, err := src.Dump(ctx)
