@@ -17,7 +17,6 @@ import (
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	porchv1alpha1 "github.com/nephio-project/porch/api/porch/v1alpha1"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -110,8 +109,10 @@ func (x *e2e) edit(name string, f func(map[string]string)) {
 		var prr porchv1alpha1.PackageRevisionResources
 		must(x.t, x.env.k8s.Get(x.ctx, x.key(name), &prr))
 		f(prr.Spec.Resources)
+		// The injector may write between our read and our write; Porch
+		// may report that as a 409 or wrap it in a 500.
 		err := x.env.k8s.Update(x.ctx, &prr)
-		if apierrors.IsConflict(err) {
+		if isConflict(err) {
 			continue
 		}
 		must(x.t, err)
@@ -449,12 +450,20 @@ func newRevisionNamed(name string) *unstructured.Unstructured {
 // not empty (approval).
 func (x *e2e) setLifecycle(name, lifecycle, subresource string) {
 	x.t.Helper()
-	u := newRevision()
-	must(x.t, x.env.k8s.Get(x.ctx, x.key(name), u))
-	must(x.t, unstructured.SetNestedField(u.Object, lifecycle, "spec", "lifecycle"))
-	if subresource != "" {
-		must(x.t, x.env.k8s.SubResource(subresource).Update(x.ctx, u))
-	} else {
-		must(x.t, x.env.k8s.Update(x.ctx, u))
+	for {
+		u := newRevision()
+		must(x.t, x.env.k8s.Get(x.ctx, x.key(name), u))
+		must(x.t, unstructured.SetNestedField(u.Object, lifecycle, "spec", "lifecycle"))
+		var err error
+		if subresource != "" {
+			err = x.env.k8s.SubResource(subresource).Update(x.ctx, u)
+		} else {
+			err = x.env.k8s.Update(x.ctx, u)
+		}
+		if isConflict(err) { // the injector wrote since our read
+			continue
+		}
+		must(x.t, err)
+		return
 	}
 }
