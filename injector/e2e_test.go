@@ -19,6 +19,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
@@ -105,19 +106,22 @@ func (x *e2e) resources(name string) map[string]string {
 // on conflicts with the injector.
 func (x *e2e) edit(name string, f func(map[string]string)) {
 	x.t.Helper()
-	for {
+	must(x.t, x.retryConflict(func() error {
 		var prr porchv1alpha1.PackageRevisionResources
-		must(x.t, x.env.k8s.Get(x.ctx, x.key(name), &prr))
-		f(prr.Spec.Resources)
-		// The injector may write between our read and our write; Porch
-		// may report that as a 409 or wrap it in a 500.
-		err := x.env.k8s.Update(x.ctx, &prr)
-		if isConflict(err) {
-			continue
+		if err := x.env.k8s.Get(x.ctx, x.key(name), &prr); err != nil {
+			return err
 		}
-		must(x.t, err)
-		return
-	}
+		f(prr.Spec.Resources)
+		return x.env.k8s.Update(x.ctx, &prr)
+	}))
+}
+
+// retryConflict runs a read-modify-write again, with backoff, while it
+// loses the race against an injector write that landed between its read
+// and its write; Porch reports that as a 409 or wraps it in a 500, which
+// isConflict both recognises.
+func (x *e2e) retryConflict(write func() error) error {
+	return retry.OnError(retry.DefaultBackoff, isConflict, write)
 }
 
 // allocations returns name -> status.prefix of the IPAllocations in res.
@@ -450,20 +454,17 @@ func newRevisionNamed(name string) *unstructured.Unstructured {
 // not empty (approval).
 func (x *e2e) setLifecycle(name, lifecycle, subresource string) {
 	x.t.Helper()
-	for {
+	must(x.t, x.retryConflict(func() error {
 		u := newRevision()
-		must(x.t, x.env.k8s.Get(x.ctx, x.key(name), u))
-		must(x.t, unstructured.SetNestedField(u.Object, lifecycle, "spec", "lifecycle"))
-		var err error
+		if err := x.env.k8s.Get(x.ctx, x.key(name), u); err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(u.Object, lifecycle, "spec", "lifecycle"); err != nil {
+			return err
+		}
 		if subresource != "" {
-			err = x.env.k8s.SubResource(subresource).Update(x.ctx, u)
-		} else {
-			err = x.env.k8s.Update(x.ctx, u)
+			return x.env.k8s.SubResource(subresource).Update(x.ctx, u)
 		}
-		if isConflict(err) { // the injector wrote since our read
-			continue
-		}
-		must(x.t, err)
-		return
-	}
+		return x.env.k8s.Update(x.ctx, u)
+	}))
 }
