@@ -169,6 +169,15 @@ func (t *tx) putAllocation(os *ownerState, r Allocation) (Result, error) {
 	}
 	ns, name := r.Key.Namespace, r.Key.Name
 	oldTable, oldRec := os.findAlloc(ns, name)
+	if t.authz != nil {
+		from := ""
+		if oldRec != nil {
+			from = oldTable.v.name
+		}
+		if err := t.authorizeMove(os, from, r.NetworkInstance, ObjAllocation, r.Key); err != nil {
+			return Result{}, err
+		}
+	}
 	var old allocRec
 	if oldRec != nil {
 		old = *oldRec
@@ -333,6 +342,9 @@ func (t *tx) deleteAllocation(os *ownerState, key Key) error {
 	tb, rec := os.findAlloc(key.Namespace, key.Name)
 	if rec == nil {
 		return errf(ErrNotFound, ObjAllocation, key, "", "not found")
+	}
+	if err := t.authorize(os, tb.v.name, ObjAllocation, key, ""); err != nil {
+		return err
 	}
 	if _, err := t.vrf(tb.v.name, ObjAllocation, key, ""); err != nil {
 		return err

@@ -241,6 +241,7 @@ func (a *Allocator) mutateOnce(ctx context.Context, m mutation, op mutator) erro
 		defer os.mu.Unlock()
 		t := newTx(a, m.global)
 		defer t.free()
+		t.authz = authorizerOf(ctx)
 		if m.global {
 			a.mu.Lock()
 			defer a.mu.Unlock()

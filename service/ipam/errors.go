@@ -29,6 +29,9 @@ var (
 	// cannot do without) failed; the change was not made, or may not be
 	// durable, and the call may be retried.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrDenied: the Authorizer of the call refused a change (see
+	// WithAuthorizer); nothing was changed.
+	ErrDenied = errors.New("permission denied")
 )
 
 // Object kinds named in error messages, as users know them.

@@ -58,6 +58,15 @@ func (t *tx) putRange(os *ownerState, spec IPRange) error {
 	}
 	spec = *cloneRange(spec)
 	old := os.ranges[nsn(spec.Key)]
+	if t.authz != nil {
+		from := ""
+		if old != nil {
+			from = old.v.name
+		}
+		if err := t.authorizeMove(os, from, spec.NetworkInstance, ObjRange, spec.Key); err != nil {
+			return err
+		}
+	}
 	if old != nil && rangeEqual(old.spec, spec) {
 		return nil
 	}
@@ -83,6 +92,9 @@ func (t *tx) deleteRange(os *ownerState, key Key) error {
 	o := os.ranges[nsn(key)]
 	if o == nil {
 		return errf(ErrNotFound, ObjRange, key, "", "not found")
+	}
+	if err := t.authorize(os, o.v.name, ObjRange, key, ""); err != nil {
+		return err
 	}
 	if _, err := t.vrf(o.v.name, ObjRange, key, ""); err != nil {
 		return err

@@ -92,11 +92,20 @@ func (t *tx) putPrefix(os *ownerState, spec Prefix) (Result, error) {
 		return Result{}, err
 	}
 	spec = *clonePrefix(spec)
+	old := os.prefixes[nsn(spec.Key)]
+	if t.authz != nil {
+		from := ""
+		if old != nil {
+			from = old.v.name
+		}
+		if err := t.authorizeMove(os, from, spec.NetworkInstance, ObjPrefix, spec.Key); err != nil {
+			return Result{}, err
+		}
+	}
 	v, err := t.vrf(spec.NetworkInstance, ObjPrefix, spec.Key, "spec.networkInstance")
 	if err != nil {
 		return Result{}, err
 	}
-	old := os.prefixes[nsn(spec.Key)]
 	if old != nil {
 		if prefixEqual(old.spec, spec) {
 			return old.result(), nil
@@ -139,6 +148,9 @@ func (t *tx) deletePrefix(os *ownerState, key Key) error {
 	obj := os.prefixes[nsn(key)]
 	if obj == nil {
 		return errf(ErrNotFound, ObjPrefix, key, "", "not found")
+	}
+	if err := t.authorize(os, obj.v.name, ObjPrefix, key, ""); err != nil {
+		return err
 	}
 	if err := t.deletePrefixObj(obj, ObjPrefix, key); err != nil {
 		return err
@@ -633,6 +645,9 @@ func (t *tx) putNI(spec NetworkInstance) error {
 
 // putNIOf puts a network instance of the owner os.
 func (t *tx) putNIOf(os *ownerState, spec NetworkInstance) error {
+	if err := t.authorize(os, spec.Key.Name, ObjNetworkInstance, spec.Key, "metadata.name"); err != nil {
+		return err
+	}
 	if err := t.putNI(spec); err != nil {
 		return err
 	}
@@ -645,6 +660,9 @@ func (t *tx) putNIOf(os *ownerState, spec NetworkInstance) error {
 
 // deleteNIOf deletes a network instance of the owner os.
 func (t *tx) deleteNIOf(os *ownerState, key Key) error {
+	if err := t.authorize(os, key.Name, ObjNetworkInstance, key, ""); err != nil {
+		return err
+	}
 	if err := t.deleteNI(key); err != nil {
 		return err
 	}

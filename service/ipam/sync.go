@@ -57,6 +57,10 @@ func (t *tx) bind(os *ownerState, req SyncRequest) (adopted string, err error) {
 						"a copy needs an owner of its own, or the request must adopt the owner",
 					Quote(req.Owner), Quote(info.Identity), Quote(req.Identity))
 			}
+			// Adopting takes over every object of the owner.
+			if err := t.authorizeOwner(os); err != nil {
+				return "", err
+			}
 			adopted = info.Identity
 		}
 		info.Identity = req.Identity

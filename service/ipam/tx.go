@@ -40,6 +40,10 @@ type tx struct {
 	bitmap *node
 	// slab backs the allocation records of a Sync.
 	slab []AllocationRecord
+	// authz is the Authorizer of the mutation's context (nil: none);
+	// allowed lists the network instances it allowed.
+	authz   Authorizer
+	allowed []string
 }
 
 // txPool recycles the transactions of mutations with their undo logs.
