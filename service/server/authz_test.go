@@ -25,7 +25,7 @@ import (
 // authzSetup is a server with mTLS and a policy: the admin certificate
 // (cn:ipamctl) may do everything; team-a (a SPIFFE id) may change owners
 // team-a-* in vpc-1 and read; the token of "ci" may change owner ci in
-// vpc-1 only and not read.
+// vpc-1 only and not read; extra rules, when given, follow those.
 type authzSetup struct {
 	ts    *servertest.Server
 	certs servertest.Certs
@@ -33,7 +33,7 @@ type authzSetup struct {
 	token string
 }
 
-func startAuthz(t *testing.T) authzSetup {
+func startAuthz(t *testing.T, extra ...string) authzSetup {
 	t.Helper()
 	dir := t.TempDir()
 	certs := servertest.WriteCerts(t, dir)
@@ -63,7 +63,7 @@ rules:
   owners: [ci]
   networkInstances: [vpc-1]
   write: true
-`), 0o600); err != nil {
+`+strings.Join(extra, "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ts := startServer(t, server.Config{TLSCert: certs.ServerCert, TLSKey: certs.ServerKey, ClientCA: certs.CA, AuthzPolicy: policy})

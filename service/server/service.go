@@ -45,7 +45,7 @@ func (s *Service) CreateNetworkInstance(ctx context.Context, req *ipamv1.CreateN
 		err = s.allowWrite(ctx, ni.Key.Owner, ni.Key.Name)
 	}
 	if err == nil {
-		err = s.a.CreateNetworkInstance(ctx, ni)
+		err = s.a.CreateNetworkInstance(s.authorizing(ctx), ni)
 	}
 	if err != nil {
 		return nil, toStatus(err)
@@ -72,7 +72,7 @@ func (s *Service) CreatePrefix(ctx context.Context, req *ipamv1.CreatePrefixRequ
 	}
 	var res ipam.Result
 	if err == nil {
-		res, err = s.a.CreatePrefix(ctx, p)
+		res, err = s.a.CreatePrefix(s.authorizing(ctx), p)
 	}
 	if err != nil {
 		return nil, toStatus(err)
@@ -98,7 +98,7 @@ func (s *Service) CreateRange(ctx context.Context, req *ipamv1.CreateRangeReques
 		err = s.allowWrite(ctx, r.Key.Owner, r.NetworkInstance, s.rangeVRF(r.Key))
 	}
 	if err == nil {
-		err = s.a.CreateRange(ctx, r)
+		err = s.a.CreateRange(s.authorizing(ctx), r)
 	}
 	if err != nil {
 		return nil, toStatus(err)
@@ -125,7 +125,7 @@ func (s *Service) Allocate(ctx context.Context, req *ipamv1.AllocateRequest) (*i
 	}
 	var res ipam.Result
 	if err == nil {
-		res, err = s.a.Allocate(ctx, r)
+		res, err = s.a.Allocate(s.authorizing(ctx), r)
 	}
 	if err != nil {
 		return nil, toStatus(err)
@@ -139,7 +139,8 @@ func (s *Service) Release(ctx context.Context, req *ipamv1.DeleteRequest) (*ipam
 }
 
 // delete deletes the object of req's key with del, once the caller may
-// change its owner in the network instance vrf names it in.
+// change its owner in the network instance vrf names it in (and the core
+// asks again, under its locks, about the one it deletes from).
 func (s *Service) delete(ctx context.Context, req *ipamv1.DeleteRequest, obj string, del func(context.Context, ipam.Key) error, vrf func(ipam.Key) string) (*ipamv1.DeleteResponse, error) {
 	key := keyFromProto(req.GetKey())
 	err := checkName(obj, key)
@@ -147,7 +148,7 @@ func (s *Service) delete(ctx context.Context, req *ipamv1.DeleteRequest, obj str
 		err = s.allowWrite(ctx, key.Owner, vrf(key))
 	}
 	if err == nil {
-		err = del(ctx, key)
+		err = del(s.authorizing(ctx), key)
 	}
 	if err != nil {
 		return nil, toStatus(err)
@@ -262,7 +263,7 @@ func (s *Service) Sync(ctx context.Context, req *ipamv1.SyncRequest) (*ipamv1.Sy
 	}
 	var res ipam.SyncResult
 	if err == nil {
-		res, err = s.a.Sync(ctx, sreq)
+		res, err = s.a.Sync(s.authorizing(ctx), sreq)
 	}
 	if err != nil {
 		return nil, toStatus(err)
@@ -335,6 +336,24 @@ func (s *Service) allowWrite(ctx context.Context, owner string, vrfs ...string) 
 	return s.policy.Write(principalOf(ctx), owner, vrfs)
 }
 
+// authorizing returns ctx carrying the policy's decision for the caller
+// of ctx: the core asks it, under the mutation's locks and before
+// anything is committed, about every network instance each change takes
+// from or releases in, wherever the core finds the object (see
+// ipam.WithAuthorizer). allowWrite's checks before the call refuse early
+// what the request itself names; this one closes what it cannot see: an
+// object of the same key living elsewhere, a concurrent change between
+// the check and the call. ctx itself without a policy.
+func (s *Service) authorizing(ctx context.Context) context.Context {
+	if s.policy == nil {
+		return ctx
+	}
+	pr := principalOf(ctx)
+	return ipam.WithAuthorizer(ctx, func(owner, networkInstance string) error {
+		return s.policy.Write(pr, owner, []string{networkInstance})
+	})
+}
+
 // allowRead refuses a caller that may not read.
 func (s *Service) allowRead(ctx context.Context) error {
 	if s.policy == nil {
@@ -383,9 +402,11 @@ func allocVRF(r ipam.Allocation) string {
 	return r.Selector[ipam.LabelNetworkInstance]
 }
 
-// syncVRFs lists the network instances a Sync may change: the ones its
-// objects name and, when it prunes and the caller's grant is not for
-// every network instance, the ones the owner holds objects in.
+// syncVRFs lists the network instances allowWrite checks before a Sync:
+// the ones its objects name and, when it prunes and the caller's grant is
+// not for every network instance, the ones the owner holds objects in.
+// Objects of the same keys living elsewhere, which the Sync moves, are
+// checked by the core (authorizing).
 func (s *Service) syncVRFs(ctx context.Context, req ipam.SyncRequest) []string {
 	set := map[string]struct{}{}
 	for _, ni := range req.NetworkInstances {

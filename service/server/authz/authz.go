@@ -58,8 +58,9 @@ const Anonymous = "anonymous"
 // MaxPolicySize bounds the policy file.
 const MaxPolicySize = 1 << 20
 
-// ErrDenied is wrapped by every refusal.
-var ErrDenied = errors.New("permission denied")
+// ErrDenied is wrapped by every refusal. It is the core's ipam.ErrDenied,
+// so a refusal the core reports for a policy's decision is one too.
+var ErrDenied = ipam.ErrDenied
 
 // ErrUnknownToken is returned for a bearer token the policy does not know.
 var ErrUnknownToken = errors.New("unknown bearer token")
