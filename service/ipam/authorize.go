@@ -37,9 +37,9 @@ func authorizerOf(ctx context.Context) Authorizer {
 
 // authorize asks the mutation's Authorizer whether the owner os may
 // change objects in the network instance vrf, for the object obj key
-// (field names the field that places it there). Answers are remembered
-// for the mutation: a Sync asks once per network instance, not once per
-// item.
+// (field names the field that places it there). The network instances
+// it allows are remembered for the mutation: a Sync asks once per network
+// instance, not once per item.
 func (t *tx) authorize(os *ownerState, vrf, obj string, key Key, field string) error {
 	if t.authz == nil || t.replay || slices.Contains(t.allowed, vrf) {
 		return nil
