@@ -7,14 +7,26 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/ipam"
 )
 
-// Paging limits of List.
+// Paging limits of List. A page holds at most the page size asked for
+// (DefaultPageSize when none, at most MaxPageSize) objects, and is cut
+// earlier when its objects would encode to more than MaxPageBytes.
 const (
 	DefaultPageSize = 500
 	MaxPageSize     = 5000
+	// MaxPageBytes bounds the encoded objects of one page: 3 MiB, so a
+	// page with its envelope and next_page_token stays below the 4 MiB
+	// that gRPC clients accept by default (and far below the 64 MiB of
+	// grpcopt). A page always holds at least one object, whatever its
+	// size: an object is never split, and none is larger than the request
+	// that stored it (at most grpcopt.MaxMsgSize).
+	MaxPageBytes = 3 << 20
 )
 
 // pageToken is the opaque List continuation: the kind listed and the key of
@@ -60,8 +72,8 @@ func compareKey(a, b ipam.Key) int {
 }
 
 // page returns up to size items after the token's key (items are sorted
-// by key here) and the token of the next page, if there is one.
-func page[T any](items []T, key func(T) ipam.Key, kind ipamv1.ObjectKind, after *pageToken, size int) ([]T, string) {
+// by key here) and whether more follow.
+func page[T any](items []T, key func(T) ipam.Key, after *pageToken, size int) ([]T, bool) {
 	byKey := func(a, b T) int { return compareKey(key(a), key(b)) }
 	if !slices.IsSortedFunc(items, byKey) {
 		slices.SortFunc(items, byKey)
@@ -76,11 +88,30 @@ func page[T any](items []T, key func(T) ipam.Key, kind ipamv1.ObjectKind, after 
 		})
 	}
 	end := min(start+size, len(items))
-	next := ""
-	if end < len(items) {
-		next = pageToken{kind: kind, last: key(items[end-1])}.encode()
+	return items[start:end], end < len(items)
+}
+
+// fill appends items to resp as objects until the next one would take the
+// encoded objects beyond MaxPageBytes (the first always goes in), and sets
+// the next page token to the last object appended when it stopped early or
+// more follow. Each object is converted and measured once, on its way in.
+func fill[T any](resp *ipamv1.ListResponse, items []T, more bool, kind ipamv1.ObjectKind, key func(T) ipam.Key, object func(T) *ipamv1.Object) {
+	resp.Objects = make([]*ipamv1.Object, 0, len(items))
+	size := 0
+	for i, x := range items {
+		o := object(x)
+		// objects is field 1 of ListResponse: a tag, a length, the object.
+		n := protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(o))
+		if i > 0 && size+n > MaxPageBytes {
+			more = true
+			break
+		}
+		resp.Objects = append(resp.Objects, o)
+		size += n
 	}
-	return items[start:end], next
+	if more && len(resp.Objects) > 0 {
+		resp.NextPageToken = pageToken{kind: kind, last: key(items[len(resp.Objects)-1])}.encode()
+	}
 }
 
 // list serves List.
@@ -107,23 +138,23 @@ func (s *Service) list(req *ipamv1.ListRequest) (*ipamv1.ListResponse, error) {
 	switch kind {
 	case ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE:
 		// Network instance names are unique: their key is the name.
-		items, next := page(s.a.ListNetworkInstances(f), func(x ipam.NetworkInstance) ipam.Key { return ipam.Key{Name: x.Key.Name} }, kind, after, size)
-		for _, x := range items {
-			resp.Objects = append(resp.Objects, &ipamv1.Object{Object: &ipamv1.Object_NetworkInstance{NetworkInstance: networkInstanceToProto(x)}})
-		}
-		resp.NextPageToken = next
+		key := func(x ipam.NetworkInstance) ipam.Key { return ipam.Key{Name: x.Key.Name} }
+		items, more := page(s.a.ListNetworkInstances(f), key, after, size)
+		fill(resp, items, more, kind, key, func(x ipam.NetworkInstance) *ipamv1.Object {
+			return &ipamv1.Object{Object: &ipamv1.Object_NetworkInstance{NetworkInstance: networkInstanceToProto(x)}}
+		})
 	case ipamv1.ObjectKind_OBJECT_KIND_PREFIX:
-		items, next := page(s.a.ListPrefixes(f), func(x ipam.PrefixRecord) ipam.Key { return x.Prefix.Key }, kind, after, size)
-		for _, x := range items {
-			resp.Objects = append(resp.Objects, &ipamv1.Object{Object: &ipamv1.Object_Prefix{Prefix: prefixRecordToProto(x)}})
-		}
-		resp.NextPageToken = next
+		key := func(x ipam.PrefixRecord) ipam.Key { return x.Prefix.Key }
+		items, more := page(s.a.ListPrefixes(f), key, after, size)
+		fill(resp, items, more, kind, key, func(x ipam.PrefixRecord) *ipamv1.Object {
+			return &ipamv1.Object{Object: &ipamv1.Object_Prefix{Prefix: prefixRecordToProto(x)}}
+		})
 	case ipamv1.ObjectKind_OBJECT_KIND_RANGE:
-		items, next := page(s.a.ListRanges(f), func(x ipam.IPRange) ipam.Key { return x.Key }, kind, after, size)
-		for _, x := range items {
-			resp.Objects = append(resp.Objects, &ipamv1.Object{Object: &ipamv1.Object_Range{Range: rangeToProto(x)}})
-		}
-		resp.NextPageToken = next
+		key := func(x ipam.IPRange) ipam.Key { return x.Key }
+		items, more := page(s.a.ListRanges(f), key, after, size)
+		fill(resp, items, more, kind, key, func(x ipam.IPRange) *ipamv1.Object {
+			return &ipamv1.Object{Object: &ipamv1.Object_Range{Range: rangeToProto(x)}}
+		})
 	case ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION:
 		// The bulk: the core copies only the page.
 		var from *ipam.Key
@@ -131,13 +162,9 @@ func (s *Service) list(req *ipamv1.ListRequest) (*ipamv1.ListResponse, error) {
 			from = &after.last
 		}
 		items, more := s.a.ListAllocationsPage(f, from, size)
-		resp.Objects = make([]*ipamv1.Object, 0, len(items))
-		for _, x := range items {
-			resp.Objects = append(resp.Objects, &ipamv1.Object{Object: &ipamv1.Object_Allocation{Allocation: allocationRecordToProto(x)}})
-		}
-		if more {
-			resp.NextPageToken = pageToken{kind: kind, last: items[len(items)-1].Allocation.Key}.encode()
-		}
+		fill(resp, items, more, kind, func(x ipam.AllocationRecord) ipam.Key { return x.Allocation.Key }, func(x ipam.AllocationRecord) *ipamv1.Object {
+			return &ipamv1.Object{Object: &ipamv1.Object_Allocation{Allocation: allocationRecordToProto(x)}}
+		})
 	default:
 		return nil, invalidRequest("kind", fmt.Sprintf("%s is not an object kind", kind))
 	}
