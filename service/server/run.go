@@ -16,6 +16,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -266,8 +268,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}
 	calls := &callGate{metrics: metrics, log: log}
-	unary := []grpc.UnaryServerInterceptor{calls.unary}
-	stream := []grpc.StreamServerInterceptor{calls.stream}
+	// The codec's interceptors come first: they answer a request the codec
+	// could not decode before anything else sees it.
+	codec := newUTF8Codec(encoding.GetCodecV2(grpcproto.Name))
+	unary := []grpc.UnaryServerInterceptor{codec.unary, calls.unary}
+	stream := []grpc.StreamServerInterceptor{codec.stream, calls.stream}
 	var auth *authenticator
 	if clientCAs != nil || policy != nil {
 		auth = &authenticator{clientCAs: clientCAs, policy: policy, log: log, certs: map[[32]byte]verified{}}
@@ -289,6 +294,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	unary = append(unary, cfg.UnaryInterceptors...)
 	opts := append(grpcopt.ServerOptions(),
+		grpc.ForceServerCodecV2(codec),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...))
 	if tlsConf != nil {
