@@ -3,6 +3,7 @@ package ipam
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -81,10 +82,44 @@ func checkText(obj string, key Key, field, s string, max int) error {
 	return nil
 }
 
-// checkKey checks the owner, namespace and name of an object. An
-// oversized or unprintable key is reported with a key cut to fit, so
-// the error never repeats it.
+// checkKey checks the owner, namespace and name of an object to store:
+// checkKeyText's limits, and none blank or starting or ending with a
+// space (checkPadding).
 func checkKey(obj string, key Key) error {
+	if err := checkKeyText(obj, key); err != nil {
+		return err
+	}
+	if err := checkPadding(obj, key, "metadata.name", key.Name); err != nil {
+		return err
+	}
+	if err := checkPadding(obj, key, "metadata.namespace", key.Namespace); err != nil {
+		return err
+	}
+	return checkPadding(obj, key, "owner", key.Owner)
+}
+
+// checkPadding refuses a name, namespace, owner or identity to store that
+// is blank or starts or ends with a space: " web" and "web" read alike in
+// a list, a log or a Git diff but name different objects. Such names are
+// refused where objects are written, not where they are looked up or
+// restored, so that objects stored before keep being read, listed and
+// deleted.
+func checkPadding(obj string, key Key, field, s string) error {
+	switch {
+	case s == "":
+		return nil
+	case strings.Trim(s, " ") == "":
+		return errf(ErrInvalid, obj, key, field, "%s is blank", Quote(s))
+	case s[0] == ' ' || s[len(s)-1] == ' ':
+		return errf(ErrInvalid, obj, key, field, "%s starts or ends with a space", Quote(s))
+	}
+	return nil
+}
+
+// checkKeyText checks the owner, namespace and name of an object against
+// the limits and for printable characters. An oversized or unprintable
+// key is reported with a key cut to fit, so the error never repeats it.
+func checkKeyText(obj string, key Key) error {
 	if len(key.Name) <= MaxNameLength && len(key.Namespace) <= MaxNamespaceLength && len(key.Owner) <= MaxNameLength &&
 		printable(key.Name) && printable(key.Namespace) && printable(key.Owner) {
 		return nil
@@ -114,14 +149,25 @@ func safeKey(key Key) Key {
 // CheckKey reports whether key (owner, namespace, name) is within the
 // limits, with an *Error naming obj and the field when it is not. Fronts
 // check the keys of lookups and deletions with it; the allocator checks
-// every object it is asked to store.
-func CheckKey(obj string, key Key) error { return checkKey(obj, key) }
+// every object it is asked to store, and refuses besides a name,
+// namespace or owner that is blank or starts or ends with a space.
+func CheckKey(obj string, key Key) error { return checkKeyText(obj, key) }
 
 // CheckName checks a name that is not part of a key, such as a network
 // instance a query names, against MaxNameLength and for printable
 // characters.
 func CheckName(obj string, key Key, field, name string) error {
 	return checkText(obj, key, field, name, MaxNameLength)
+}
+
+// CheckNewName checks a name that objects will be stored under, such as
+// the owner of a Sync, as CheckName does and for being blank or starting
+// or ending with a space.
+func CheckNewName(obj string, key Key, field, name string) error {
+	if err := CheckName(obj, key, field, name); err != nil {
+		return err
+	}
+	return checkPadding(obj, key, field, name)
 }
 
 // checkLabels checks a label map or selector: its size, and each key and

@@ -194,3 +194,91 @@ func TestLimitsSpareRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPaddedNames: a name, namespace, owner or identity that is blank or
+// starts or ends with a space is refused where objects are written, with
+// ErrInvalid naming the field; a space inside is fine. Objects stored
+// with such names before are restored, read and deleted.
+func TestPaddedNames(t *testing.T) {
+	sel := Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net1"}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, obj, field string
+		call             func(a *Allocator, s string) error
+	}{
+		{"allocation name", ObjAllocation, "metadata.name", func(a *Allocator, s string) error {
+			_, err := a.Allocate(ctx, Allocation{Key: k(s), Selector: sel})
+			return err
+		}},
+		{"allocation namespace", ObjAllocation, "metadata.namespace", func(a *Allocator, s string) error {
+			_, err := a.Allocate(ctx, Allocation{Key: Key{Owner: owner, Namespace: s, Name: "a"}, Selector: sel})
+			return err
+		}},
+		{"allocation owner", ObjAllocation, "owner", func(a *Allocator, s string) error {
+			_, err := a.Allocate(ctx, Allocation{Key: Key{Owner: s, Name: "a"}, Selector: sel})
+			return err
+		}},
+		{"prefix name", ObjPrefix, "metadata.name", func(a *Allocator, s string) error {
+			_, err := a.CreatePrefix(ctx, Prefix{Key: k(s), NetworkInstance: "vpc-1", Prefix: mustPrefix("10.0.2.0/24")})
+			return err
+		}},
+		{"range name", ObjRange, "metadata.name", func(a *Allocator, s string) error {
+			return a.CreateRange(ctx, IPRange{Key: k(s), NetworkInstance: "vpc-1", Start: netip.MustParseAddr("10.0.1.100"), End: netip.MustParseAddr("10.0.1.110")})
+		}},
+		{"network instance name", ObjNetworkInstance, "metadata.name", func(a *Allocator, s string) error {
+			return a.CreateNetworkInstance(ctx, NetworkInstance{Key: Key{Owner: owner, Name: s}})
+		}},
+		{"sync owner", "Sync", "owner", func(a *Allocator, s string) error {
+			_, err := a.Sync(ctx, SyncRequest{Owner: s})
+			return err
+		}},
+		{"sync identity", "Sync", "identity", func(a *Allocator, s string) error {
+			_, err := a.Sync(ctx, SyncRequest{Owner: "pkg", Identity: s})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := New()
+			if _, err := a.Sync(ctx, seedRequest()); err != nil {
+				t.Fatal(err)
+			}
+			for value, msg := range map[string]string{
+				" x": `" x" starts or ends with a space`,
+				"x ": `"x " starts or ends with a space`,
+				"  ": `"  " is blank`,
+			} {
+				err := tc.call(a, value)
+				var e *Error
+				if !errors.Is(err, ErrInvalid) || !errors.As(err, &e) || e.Object != tc.obj || e.Field != tc.field || e.Msg != msg {
+					t.Errorf("%q: %v, want ErrInvalid of %s at %s: %s", value, err, tc.obj, tc.field, msg)
+				}
+			}
+			if err := tc.call(a, "x y"); err != nil {
+				t.Errorf(`"x y": %v`, err)
+			}
+		})
+	}
+
+	// Stored before the rule: restored, looked up and deleted.
+	a := New()
+	if _, err := a.Sync(ctx, seedRequest()); err != nil {
+		t.Fatal(err)
+	}
+	padded := Key{Owner: " old-owner", Namespace: "default ", Name: " "}
+	p := Prefix{Key: padded, NetworkInstance: "vpc-1", Kind: KindPool, Prefix: mustPrefix("10.9.0.0/16")}
+	if err := a.Apply([]Record{{Op: OpPutPrefix, Key: padded, Prefix: &p}}); err != nil {
+		t.Fatalf("restoring a prefix keyed %q: %v", padded, err)
+	}
+	if err := CheckKey(ObjPrefix, padded); err != nil {
+		t.Errorf("a lookup of %q: %v", padded, err)
+	}
+	if _, err := a.GetPrefix(padded); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.ListPrefixes(Filter{Owner: " old-owner"}); len(got) != 1 {
+		t.Errorf("listing the padded owner: %d prefixes, want 1", len(got))
+	}
+	if err := a.DeletePrefix(ctx, padded); err != nil {
+		t.Fatalf("deleting %q: %v", padded, err)
+	}
+}

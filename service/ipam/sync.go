@@ -99,10 +99,10 @@ func withOwner(req SyncRequest) SyncRequest {
 // checkSyncRequest rejects oversized requests and duplicate keys. It
 // returns the allocations' indices in key order.
 func checkSyncRequest(req SyncRequest) ([]int, error) {
-	if err := checkText("Sync", Key{}, "owner", req.Owner, MaxNameLength); err != nil {
+	if err := CheckNewName("Sync", Key{}, "owner", req.Owner); err != nil {
 		return nil, err
 	}
-	if err := checkText("Sync", Key{Name: req.Owner}, "identity", req.Identity, MaxNameLength); err != nil {
+	if err := CheckNewName("Sync", Key{Name: req.Owner}, "identity", req.Identity); err != nil {
 		return nil, err
 	}
 	if err := checkText("Sync", Key{Name: req.Owner}, "source", req.Source, MaxSourceLength); err != nil {

@@ -245,7 +245,7 @@ func (s *Service) Sync(ctx context.Context, req *ipamv1.SyncRequest) (*ipamv1.Sy
 	if s.metrics != nil {
 		s.metrics.syncItems.Add(float64(n))
 	}
-	err := ipam.CheckName("Sync", ipam.Key{}, "owner", req.GetOwner())
+	err := ipam.CheckNewName("Sync", ipam.Key{}, "owner", req.GetOwner())
 	switch {
 	case err != nil:
 	case req.GetOwner() == "":
