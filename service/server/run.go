@@ -63,8 +63,13 @@ type Config struct {
 	// MetricsAddr serves Prometheus metrics on /metrics; empty: off.
 	MetricsAddr string
 	// WebAddr serves the read-only web view (package web), with the
-	// API's TLS and authorization when set; empty: off.
+	// API's TLS and authorization when set; empty: off. Beyond loopback
+	// it needs TLS or an authorization policy, or WebInsecure.
 	WebAddr string
+	// WebInsecure lets the web view be served beyond loopback in
+	// plaintext to anyone (no TLS, no authorization policy); without it
+	// Run refuses to start so.
+	WebInsecure bool
 	// LogFormat is "json" (default) or "text"; LogLevel is debug, info,
 	// warn or error (default info). Logs go to LogOutput (default stderr).
 	LogFormat string
@@ -210,6 +215,48 @@ func loopbackOnly(lis net.Listener) bool {
 	return err == nil && ap.Addr().IsLoopback()
 }
 
+// checkWebExposure refuses a web view served beyond loopback in plaintext
+// with no authorization policy, where anyone who reaches the port reads
+// every owner's objects, unless cfg.WebInsecure accepts it (then it
+// warns). An address is loopback when its host is a loopback address or
+// "localhost"; any other (a name, every address) counts as beyond.
+func checkWebExposure(cfg Config, tls, policy bool, log *slog.Logger) error {
+	if tls || policy {
+		return nil
+	}
+	addr := cfg.WebAddr
+	switch {
+	case cfg.WebListener != nil:
+		if loopbackOnly(cfg.WebListener) {
+			return nil
+		}
+		addr = cfg.WebListener.Addr().String()
+	case cfg.WebAddr == "":
+		return nil
+	case loopbackAddr(cfg.WebAddr):
+		return nil
+	}
+	if !cfg.WebInsecure {
+		return fmt.Errorf("--web-addr %s is not a loopback address, and without --tls-cert or --authz-policy the web view would show every owner's objects to anyone who reaches it, in plaintext: add TLS or a policy, serve it on 127.0.0.1, or pass --web-insecure to serve it so anyway", addr)
+	}
+	log.Warn("--web-insecure: the web view shows every owner's objects to anyone who reaches this address, in plaintext", "addr", addr)
+	return nil
+}
+
+// loopbackAddr reports whether host:port addr names a loopback address or
+// localhost.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
 // Run serves the IPAM gRPC service until ctx is cancelled: it opens the
 // store, starts serving (Unavailable and health NOT_SERVING while the state
 // is restored), restores the state, seeds the demo if asked, reports
@@ -231,6 +278,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		if policy, err = authz.Load(cfg.AuthzPolicy); err != nil {
 			return err
 		}
+	}
+	if err := checkWebExposure(cfg, tlsConf != nil, policy != nil, log); err != nil {
+		return err
 	}
 	store, err := openStore(cfg, log)
 	if err != nil {
