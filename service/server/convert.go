@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/ipam"
 )
@@ -333,8 +336,11 @@ func syncResultToProto(r ipam.SyncResult) *ipamv1.SyncResponse {
 	return out
 }
 
-func treeToProto(nodes []ipam.TreeNode) *ipamv1.TreeResponse {
+// treeToProto converts a tree, unless its nodes encode to more than
+// maxBytes (then it returns false).
+func treeToProto(nodes []ipam.TreeNode, maxBytes int) (*ipamv1.TreeResponse, bool) {
 	out := &ipamv1.TreeResponse{Nodes: make([]*ipamv1.TreeNode, len(nodes))}
+	size := 0
 	for i, n := range nodes {
 		out.Nodes[i] = &ipamv1.TreeNode{
 			Depth:      int32(n.Depth),
@@ -346,8 +352,12 @@ func treeToProto(nodes []ipam.TreeNode) *ipamv1.TreeResponse {
 			Total:      n.Total,
 			StaticOnly: n.StaticOnly,
 		}
+		// nodes is field 1 of TreeResponse: a tag, a length, the node.
+		if size += protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(out.Nodes[i])); size > maxBytes {
+			return nil, false
+		}
 	}
-	return out
+	return out, true
 }
 
 // kindOfOp returns the object kind a change record is about.

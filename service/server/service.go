@@ -7,8 +7,11 @@ import (
 	"slices"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/grpcopt"
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/server/authz"
 )
@@ -22,6 +25,8 @@ type Service struct {
 	hub     *Hub
 	metrics *Metrics      // may be nil
 	policy  *authz.Policy // nil: every caller may do everything
+	// maxTreeBytes overrides MaxTreeBytes (tests).
+	maxTreeBytes int
 }
 
 // NewService returns the service over a; hub feeds Watch (it must be a's
@@ -322,8 +327,24 @@ func (s *Service) Tree(ctx context.Context, req *ipamv1.TreeRequest) (*ipamv1.Tr
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return treeToProto(nodes), nil
+	max := s.maxTreeBytes
+	if max == 0 {
+		max = MaxTreeBytes
+	}
+	resp, ok := treeToProto(nodes, max)
+	if !ok {
+		return nil, status.Errorf(codes.ResourceExhausted, "network instance %s: its tree of %d prefixes is larger than the %d MiB a Tree answer may hold; list its prefixes with List (network_instance %s), which pages, or browse it in the web view",
+			ipam.Quote(req.GetNetworkInstance()), len(nodes), max>>20, ipam.Quote(req.GetNetworkInstance()))
+	}
+	return resp, nil
 }
+
+// MaxTreeBytes bounds the nodes of a Tree answer: 63 MiB, so that the
+// answer fits the 64 MiB the fronts accept (grpcopt.MaxMsgSize). It is
+// about 100,000 prefixes with the longest names and owners, 800,000 with
+// short ones. A larger tree is refused with ResourceExhausted instead of
+// being built and sent to a client that would refuse it.
+const MaxTreeBytes = grpcopt.MaxMsgSize - 1<<20
 
 // allowWrite refuses, with an error wrapping authz.ErrDenied, a caller
 // that may not change owner's objects in each of vrfs ("" entries are
