@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/fronts/ctl"
+	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/server"
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
@@ -183,5 +185,38 @@ func TestMTLS(t *testing.T) {
 	got, code = run(t, "--server", ts.Addr, "vrf", "list", "--timeout", "5s")
 	if code != ctl.ExitError {
 		t.Fatalf("plaintext vrf list against TLS: exit %d\n%s", code, got)
+	}
+}
+
+// TestListPagesBySize lists allocations whose labels make the server cut
+// its pages by size rather than count: ipamctl follows the page tokens
+// and prints every allocation once.
+func TestListPagesBySize(t *testing.T) {
+	ts := servertest.Start(t, server.Config{Demo: true}, false)
+	c := ts.Client(t)
+	const n = 200 // 64 labels of 380 bytes each: about 5 MB, two pages
+	req := &ipamv1.SyncRequest{Owner: "big"}
+	for i := range n {
+		labels := map[string]string{}
+		for j := range ipam.MaxLabels {
+			labels[fmt.Sprintf("%d.%s/%s", j, strings.Repeat("p", 250), strings.Repeat("n", 63))] = strings.Repeat("v", ipam.MaxLabelValueLength)
+		}
+		req.Allocations = append(req.Allocations, &ipamv1.Allocation{Key: &ipamv1.Key{Namespace: "default", Name: fmt.Sprintf("a%03d", i)},
+			Selector: map[string]string{"nephio.org/network-instance": "vpc-1", "nephio.org/network-name": "net1"}, Labels: labels})
+	}
+	if _, err := c.Sync(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	got, code := run(t, "--server="+ts.Addr, "alloc", "list", "--owner", "big", "-o", "name")
+	if code != 0 {
+		t.Fatalf("alloc list: exit %d\n%.2000s", code, got)
+	}
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	seen := map[string]bool{}
+	for _, l := range lines {
+		seen[l] = true
+	}
+	if len(lines) != n || len(seen) != n {
+		t.Errorf("alloc list printed %d lines, %d distinct, want %d", len(lines), len(seen), n)
 	}
 }
