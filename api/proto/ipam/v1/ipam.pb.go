@@ -1526,7 +1526,10 @@ func (x *GetResponse) GetObject() *Object {
 }
 
 // ListRequest filters by network instance, owner and labels (all must
-// match); page_size 0 means the server default (500, at most 5000).
+// match); page_size 0 means the server default (500, at most 5000). A
+// page also ends before its objects would exceed 3 MiB (an object larger
+// than that comes alone), so it may hold fewer: follow next_page_token
+// until it is empty.
 type ListRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Kind            ObjectKind             `protobuf:"varint,1,opt,name=kind,proto3,enum=ipam.v1.ObjectKind" json:"kind,omitempty"`
