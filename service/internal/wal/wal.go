@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -210,7 +211,7 @@ func (l *Log) Enqueue(payloads ...[]byte) *Pending {
 		if len(g.ends) == 0 {
 			g.first = l.seq
 		}
-		g.buf = appendFrame(g.buf, l.seq, size, payloads)
+		g.buf = appendFrame(slices.Grow(g.buf, prefixSize+size), l.seq, size, payloads) // one copy of a large batch
 		g.ends = append(g.ends, len(g.buf))
 	}
 	p := &Pending{g: g, seq: l.seq}

@@ -223,6 +223,12 @@ func (s *Store) Append(recs []ipam.Record) func() error {
 	eb := encodePool.Get().(*encodeBuf)
 	buf, payloads := eb.buf[:0], eb.payloads[:0]
 	for i := range recs {
+		if len(buf) > 0 && cap(buf)-len(buf) < maxPooledBuf/4 {
+			// A large batch goes on in a new array rather than in a
+			// larger copy of this one: it is encoded once, without the
+			// garbage of the copies.
+			buf = make([]byte, 0, maxPooledBuf)
+		}
 		start := len(buf)
 		buf = record.Append(buf, &recs[i])
 		// When buf grows, earlier payloads keep pointing into the old
