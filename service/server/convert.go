@@ -278,7 +278,12 @@ func allocationRecordToProto(r ipam.AllocationRecord) *ipamv1.AllocationRecord {
 // syncRequestFromProto converts a Sync request; every malformed item is
 // reported, so the SyncFailure detail lists all of them at once.
 func syncRequestFromProto(in *ipamv1.SyncRequest) (ipam.SyncRequest, error) {
-	out := ipam.SyncRequest{Owner: in.GetOwner(), Identity: in.GetIdentity(), Source: in.GetSource(), Adopt: in.GetAdopt(), Prune: in.GetPrune()}
+	out := ipam.SyncRequest{Owner: in.GetOwner(), Identity: in.GetIdentity(), Source: in.GetSource(), Adopt: in.GetAdopt(), Prune: in.GetPrune(),
+		NetworkInstances: make([]ipam.NetworkInstance, 0, len(in.GetNetworkInstances())),
+		Prefixes:         make([]ipam.Prefix, 0, len(in.GetPrefixes())),
+		Ranges:           make([]ipam.IPRange, 0, len(in.GetRanges())),
+		Allocations:      make([]ipam.Allocation, 0, len(in.GetAllocations())),
+	}
 	var errs []error
 	for _, x := range in.GetNetworkInstances() {
 		v, err := networkInstanceFromProto(x)

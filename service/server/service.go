@@ -262,6 +262,10 @@ func (s *Service) Sync(ctx context.Context, req *ipamv1.SyncRequest) (*ipamv1.Sy
 	var sreq ipam.SyncRequest
 	if err == nil {
 		sreq, err = syncRequestFromProto(req)
+		// The converted request shares the strings and label maps of the
+		// message; the message's own structures are not needed any more
+		// and can be collected while the core applies the request.
+		req.NetworkInstances, req.Prefixes, req.Ranges, req.Allocations = nil, nil, nil, nil
 	}
 	if err == nil && s.policy != nil {
 		err = s.allowWrite(ctx, sreq.Owner, s.syncVRFs(ctx, sreq)...)
