@@ -140,6 +140,7 @@ var buildServer = sync.OnceValues(func() (string, error) {
 // serverProcess is ipam-server running as a subprocess.
 type serverProcess struct {
 	cmd    *exec.Cmd
+	addr   string // its gRPC address
 	client ipamv1.IPAMClient
 	mu     sync.Mutex
 	log    strings.Builder // its stderr
@@ -179,6 +180,7 @@ func runServer(t *testing.T, args ...string) *serverProcess {
 	}()
 	select {
 	case a := <-addr:
+		p.addr = a
 		conn, err := grpc.NewClient(a, append(grpcopt.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 		if err != nil {
 			t.Fatal(err)

@@ -34,6 +34,11 @@ import (
 //	                                            was in flight)
 //	ipam_etcd_transaction_changes_total         changes those transactions carried
 //	ipam_etcd_transaction_seconds_total         time those transactions took
+//	ipam_inflight_request_bytes                 memory charged to the requests in flight (see
+//	                                            RequestMemoryFactor)
+//	ipam_inflight_request_bytes_limit           the budget of that memory (--max-inflight-bytes)
+//	ipam_requests_refused_busy_total            requests refused ResourceExhausted for want of room
+//	                                            in the budget
 //
 // plus the standard Go runtime and process collectors.
 type Metrics struct {
@@ -86,6 +91,21 @@ func (m *Metrics) watchCommits(store commitStatser) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ipam_etcd_transaction_seconds_total",
 			Help: "Time the etcd transactions this replica committed took."},
 			func() float64 { return store.CommitStats().Time.Seconds() }))
+}
+
+// watchAdmission exports the memory charged to the requests in flight,
+// its budget and the requests refused for want of room.
+func (m *Metrics) watchAdmission(ad *admission) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ipam_inflight_request_bytes",
+			Help: "Memory charged to the requests in flight: RequestMemoryFactor times their encoded size."},
+			func() float64 { return float64(ad.inflight.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ipam_inflight_request_bytes_limit",
+			Help: "The budget of memory charged to the requests in flight (--max-inflight-bytes; negative: none)."},
+			func() float64 { return float64(ad.limit) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ipam_requests_refused_busy_total",
+			Help: "Requests refused ResourceExhausted because the memory budget of requests in flight had no room."},
+			func() float64 { return float64(ad.refused.Load()) }))
 }
 
 // Handler serves the metrics in the Prometheus text format.

@@ -16,8 +16,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/encoding"
-	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -93,6 +91,14 @@ type Config struct {
 	// WatchBuffer bounds each watcher's backlog; 0 means
 	// DefaultWatchBuffer.
 	WatchBuffer int
+	// MaxInflightBytes is the memory budget of the requests in flight,
+	// each charged RequestMemoryFactor times its encoded size; 0 means
+	// DefaultMaxInflightBytes, < 0 no budget.
+	MaxInflightBytes int64
+	// InflightWait is how long a request that does not fit in the budget
+	// waits before it is refused ResourceExhausted; 0 means
+	// DefaultInflightWait.
+	InflightWait time.Duration
 
 	// Listener, MetricsListener and WebListener, when set, are used
 	// instead of Listen, MetricsAddr and WebAddr (tests pass loopback
@@ -320,7 +326,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	calls := &callGate{metrics: metrics, log: log}
 	// The codec's interceptors come first: they answer a request the codec
 	// could not decode before anything else sees it.
-	codec := newUTF8Codec(encoding.GetCodecV2(grpcproto.Name))
+	codec := newUTF8Codec(newAdmissionCodec())
 	unary := []grpc.UnaryServerInterceptor{codec.unary, calls.unary}
 	stream := []grpc.StreamServerInterceptor{codec.stream, calls.stream}
 	var auth *authenticator
@@ -343,6 +349,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		unary = append(unary, fwd.unary)
 	}
 	unary = append(unary, cfg.UnaryInterceptors...)
+	budget := newAdmission(cfg.MaxInflightBytes, cfg.InflightWait)
+	metrics.watchAdmission(budget)
 	opts := append(grpcopt.ServerOptions(),
 		grpc.ForceServerCodecV2(codec),
 		grpc.ChainUnaryInterceptor(unary...),
@@ -351,7 +359,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
 	}
 	gs := grpc.NewServer(opts...)
-	ipamv1.RegisterIPAMServer(gs, svc)
+	gs.RegisterService(budget.serviceDesc(&ipamv1.IPAM_ServiceDesc), svc)
 	var relay *relayServer
 	if fwd != nil { // the leader's end of the relay other replicas forward over
 		relay = newRelayServer(svc, unary)

@@ -39,6 +39,8 @@ func main() {
 	flag.BoolVar(&cfg.Demo, "demo", false, "seed the demo network instance vpc-1 when the state is empty")
 	flag.IntVar(&cfg.SnapshotEvery, "snapshot-every", 0, "snapshot the store after this many changes (file: records, etcd: log entries; 0: the store's default, <0: never)")
 	flag.BoolVar(&cfg.RecoverTruncated, "recover-truncated", false, "start although the file store's log ends before the last acknowledged change (a cut or deleted file), accepting the loss; the lost range is logged")
+	flag.Int64Var(&cfg.MaxInflightBytes, "max-inflight-bytes", server.DefaultMaxInflightBytes, "memory budget of the requests in flight, in bytes: each is charged "+fmt.Sprint(server.RequestMemoryFactor)+" times its encoded size until answered, and one that does not fit waits --inflight-wait, then is refused ResourceExhausted (<0: no budget)")
+	flag.DurationVar(&cfg.InflightWait, "inflight-wait", server.DefaultInflightWait, "how long a request waits for room in --max-inflight-bytes before it is refused")
 	flag.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long a graceful shutdown waits for in-flight calls")
 	flag.Parse()
 	if flag.NArg() > 0 {
