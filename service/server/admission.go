@@ -314,14 +314,19 @@ func (ad *admission) receive(ctx context.Context, method string, bulk bool, dec 
 // buffers.
 type rawRequest struct{ data mem.BufferSlice }
 
-// decode decodes the request into m, releasing the received buffers
-// first (their copy is all decoding needs).
+// decode decodes the request into m. A request received in one buffer
+// (a small one) is decoded from it; a larger one is copied into one
+// array and its received buffers are released before it is decoded.
 func (r *rawRequest) decode(m any) error {
+	if len(r.data) == 1 {
+		return proto.Unmarshal(r.data[0].ReadOnlyData(), m.(proto.Message))
+	}
 	b := r.data.Materialize()
 	r.free()
 	return proto.Unmarshal(b, m.(proto.Message))
 }
 
+// free releases the received buffers.
 func (r *rawRequest) free() {
 	r.data.Free()
 	r.data = nil
