@@ -95,8 +95,8 @@ type admission struct {
 	queued   atomic.Int64 // requests waiting for a receive slot
 	refused  atomic.Uint64
 
+	waiting atomic.Int64 // requests waiting for room
 	mu      sync.Mutex
-	waiting int           // requests waiting for room, under mu
 	freed   chan struct{} // closed (and replaced) when room is freed while requests wait, under mu
 }
 
@@ -144,6 +144,7 @@ func (ad *admission) tryCharge(cost int64, small bool) bool {
 		if cur+cost > ad.limit {
 			if !small {
 				ad.large.Add(-cost)
+				ad.wake()
 			}
 			return false
 		}
@@ -156,7 +157,7 @@ func (ad *admission) tryCharge(cost int64, small bool) bool {
 // charge charges a request of size encoded bytes, waiting at most the
 // admission wait for room, and returns what to release when its call
 // ends.
-func (ad *admission) charge(ctx context.Context, method string, size int) (charged, error) {
+func (ad *admission) charge(ctx context.Context, size int) (charged, error) {
 	if ad.limit < 0 {
 		return charged{}, nil
 	}
@@ -166,14 +167,10 @@ func (ad *admission) charge(ctx context.Context, method string, size int) (charg
 	}
 	timer := time.NewTimer(ad.wait)
 	defer timer.Stop()
-	ad.mu.Lock()
-	ad.waiting++
-	ad.mu.Unlock()
-	defer func() {
-		ad.mu.Lock()
-		ad.waiting--
-		ad.mu.Unlock()
-	}()
+	// A release that does not see this request waiting freed its room
+	// before the request's next try, which sees it.
+	ad.waiting.Add(1)
+	defer ad.waiting.Add(-1)
 	for {
 		ad.mu.Lock()
 		freed := ad.freed
@@ -184,7 +181,7 @@ func (ad *admission) charge(ctx context.Context, method string, size int) (charg
 		select {
 		case <-freed:
 		case <-timer.C:
-			return charged{}, ad.refuse(method, fmt.Sprintf("its request of %d bytes does not fit in the memory budget of requests in flight (%d bytes)", size, ad.limit))
+			return charged{}, ad.refuse(fmt.Sprintf("its request of %d bytes does not fit in the memory budget of requests in flight (%d bytes)", size, ad.limit))
 		case <-ctx.Done():
 			return charged{}, status.FromContextError(ctx.Err()).Err()
 		}
@@ -206,17 +203,22 @@ func (ad *admission) release(ch charged) {
 		ad.large.Add(-ch.cost)
 	}
 	ad.inflight.Add(-ch.cost)
-	ad.mu.Lock()
-	if ad.waiting > 0 {
+	ad.wake()
+}
+
+// wake wakes the requests waiting for room, if any.
+func (ad *admission) wake() {
+	if ad.waiting.Load() > 0 {
+		ad.mu.Lock()
 		close(ad.freed)
 		ad.freed = make(chan struct{})
+		ad.mu.Unlock()
 	}
-	ad.mu.Unlock()
 }
 
 // startReceive takes a receive slot for a request of a bulk method,
 // waiting at most the admission wait; done gives it back.
-func (ad *admission) startReceive(ctx context.Context, method string) (done func(), err error) {
+func (ad *admission) startReceive(ctx context.Context) (done func(), err error) {
 	if ad.receives == nil {
 		return func() {}, nil
 	}
@@ -227,7 +229,7 @@ func (ad *admission) startReceive(ctx context.Context, method string) (done func
 	}
 	if ad.queued.Add(1) > maxBulkQueue {
 		ad.queued.Add(-1)
-		return nil, ad.refuse(method, fmt.Sprintf("%d large requests are being received and %d wait", maxBulkReceives, maxBulkQueue))
+		return nil, ad.refuse(fmt.Sprintf("%d large requests are being received and %d wait", maxBulkReceives, maxBulkQueue))
 	}
 	defer ad.queued.Add(-1)
 	timer := time.NewTimer(ad.wait)
@@ -236,7 +238,7 @@ func (ad *admission) startReceive(ctx context.Context, method string) (done func
 	case ad.receives <- struct{}{}:
 		return ad.endReceive, nil
 	case <-timer.C:
-		return nil, ad.refuse(method, fmt.Sprintf("%d large requests are being received or wait for memory", maxBulkReceives))
+		return nil, ad.refuse(fmt.Sprintf("%d large requests are being received or wait for memory", maxBulkReceives))
 	case <-ctx.Done():
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
@@ -246,7 +248,7 @@ func (ad *admission) endReceive() { <-ad.receives }
 
 // refuse counts a refusal and returns its ResourceExhausted status, with
 // a RetryInfo detail.
-func (ad *admission) refuse(method, why string) error {
+func (ad *admission) refuse(why string) error {
 	ad.refused.Add(1)
 	st := status.Newf(codes.ResourceExhausted, "ipam-server is busy: %s; retry after %v", why, ad.wait)
 	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(ad.wait)}); err == nil {
@@ -261,8 +263,7 @@ func (ad *admission) serviceDesc(desc *grpc.ServiceDesc) *grpc.ServiceDesc {
 	out := *desc
 	out.Methods = make([]grpc.MethodDesc, len(desc.Methods))
 	for i, m := range desc.Methods {
-		full := "/" + desc.ServiceName + "/" + m.MethodName
-		m.Handler = ad.handler(full, bulkMethods[full], m.Handler)
+		m.Handler = ad.handler(bulkMethods["/"+desc.ServiceName+"/"+m.MethodName], m.Handler)
 		out.Methods[i] = m
 	}
 	return &out
@@ -271,13 +272,13 @@ func (ad *admission) serviceDesc(desc *grpc.ServiceDesc) *grpc.ServiceDesc {
 // handler wraps a unary method's handler: the request it decodes is
 // received as it is (rawRequest), charged, then decoded; the charge is
 // released when the handler returns.
-func (ad *admission) handler(method string, bulk bool, h grpc.MethodHandler) grpc.MethodHandler {
+func (ad *admission) handler(bulk bool, h grpc.MethodHandler) grpc.MethodHandler {
 	return func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
 		var ch charged
 		defer func() { ad.release(ch) }()
 		return h(srv, ctx, func(m any) error {
 			var err error
-			ch, err = ad.receive(ctx, method, bulk, dec, m)
+			ch, err = ad.receive(ctx, bulk, dec, m)
 			return err
 		}, interceptor)
 	}
@@ -285,9 +286,9 @@ func (ad *admission) handler(method string, bulk bool, h grpc.MethodHandler) grp
 
 // receive receives a request into m: it takes a receive slot (bulk
 // methods), receives the encoded request, charges it and decodes it.
-func (ad *admission) receive(ctx context.Context, method string, bulk bool, dec func(any) error, m any) (charged, error) {
+func (ad *admission) receive(ctx context.Context, bulk bool, dec func(any) error, m any) (charged, error) {
 	if bulk {
-		done, err := ad.startReceive(ctx, method)
+		done, err := ad.startReceive(ctx)
 		if err != nil {
 			return charged{}, err
 		}
@@ -298,7 +299,7 @@ func (ad *admission) receive(ctx context.Context, method string, bulk bool, dec 
 		return charged{}, err
 	}
 	defer raw.free()
-	ch, err := ad.charge(ctx, method, raw.data.Len())
+	ch, err := ad.charge(ctx, raw.data.Len())
 	if err != nil {
 		return charged{}, err
 	}
