@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,12 +61,11 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 func (rawCodec) Name() string { return "proto" }
 
 // largeSync is a valid Sync of n address allocations of owner in network
-// "big" of vpc-big, each with a name of 200 bytes and labels labels of the largest
-// size (317-byte keys, 63-byte values), or, without labels, 4 labels of
-// 63-byte values; 100,000 such items are close to the 64 MiB message
-// limit.
-func largeSync(t *testing.T, owner string, n, labels int) []byte {
-	t.Helper()
+// "big" of vpc-big, each with a name of 200 bytes and labels labels of the
+// largest size (317-byte keys, 63-byte values), or, without labels, 4
+// labels of 63-byte values; 100,000 such items are close to the 64 MiB
+// message limit.
+func largeSync(owner string, n, labels int) *ipamv1.SyncRequest {
 	lm := map[string]string{}
 	if labels > 0 {
 		for l := range labels {
@@ -87,32 +85,7 @@ func largeSync(t *testing.T, owner string, n, labels int) []byte {
 			Labels:          lm,
 		}
 	}
-	b, err := proto.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// readRSS returns the current and peak resident set size of a process
-// (VmRSS and VmHWM) in bytes.
-func readRSS(pid int) (cur, peak int64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		for name, dst := range map[string]*int64{"VmRSS:": &cur, "VmHWM:": &peak} {
-			if v, ok := strings.CutPrefix(l, name); ok {
-				kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-				if err != nil {
-					return 0, 0, err
-				}
-				*dst = kb << 10
-			}
-		}
-	}
-	return cur, peak, nil
+	return req
 }
 
 // TestMemoryBudgetUnderLoad runs ipam-server as a process with its
@@ -142,14 +115,18 @@ func TestMemoryBudgetUnderLoad(t *testing.T) {
 		Kind: "aggregate", Prefix: "10.0.0.0/8"}})))
 	must(t, call(c.CreatePrefix(ctx, &ipamv1.CreatePrefixRequest{Prefix: &ipamv1.Prefix{Key: key("big"), NetworkInstance: "vpc-big",
 		Prefix: "10.16.0.0/12", Network: "big"}})))
-	requests := [][]byte{largeSync(t, "bulk", ipam.MaxSyncItems, 0), largeSync(t, "labels", 2_500, ipam.MaxLabels)}
+	var requests [][]byte
+	for _, r := range []*ipamv1.SyncRequest{largeSync("bulk", ipam.MaxSyncItems, 0), largeSync("labels", 2_500, ipam.MaxLabels)} {
+		b, err := proto.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requests = append(requests, b)
+	}
 	for _, r := range requests {
 		t.Logf("request of %.1f MiB", float64(len(r))/(1<<20))
 	}
-	_, base, err := readRSS(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := peakRSS(t, pid)
 
 	// Watch the RSS; kill a server past killAtRSS.
 	watchDone := make(chan struct{})
@@ -243,10 +220,7 @@ small:
 	if killed.Load() {
 		t.Fatalf("ipam-server passed %d MiB of RSS (from %d MiB); killed", killAtRSS>>20, base>>20)
 	}
-	_, peak, err := readRSS(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	peak := peakRSS(t, pid)
 
 	byCode := map[codes.Code]int{}
 	for i, err := range results {

@@ -239,19 +239,33 @@ func startServerProcess(t *testing.T) (int, ipamv1.IPAMClient) {
 // peakRSS is the process's peak resident set size in bytes (VmHWM).
 func peakRSS(t *testing.T, pid int) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	_, peak, err := readRSS(pid)
 	if err != nil {
 		t.Fatalf("reading the server's RSS: %v", err)
 	}
+	return peak
+}
+
+// readRSS returns the current and peak resident set size of a process
+// (VmRSS and VmHWM) in bytes.
+func readRSS(pid int) (cur, peak int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
+		for name, dst := range map[string]*int64{"VmRSS:": &cur, "VmHWM:": &peak} {
+			if v, ok := strings.CutPrefix(l, name); ok {
+				kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				if err != nil {
+					return 0, 0, err
+				}
+				*dst = kb << 10
 			}
-			return kb << 10
 		}
 	}
-	t.Fatal("no VmHWM in /proc/PID/status")
-	return 0
+	if peak == 0 {
+		return 0, 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+	}
+	return cur, peak, nil
 }
