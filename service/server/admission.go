@@ -117,7 +117,9 @@ func newAdmission(limit int64, wait time.Duration) *admission {
 }
 
 // cost is what a request of size encoded bytes is charged: a request
-// larger than the budget is charged all of it, so that it runs alone.
+// that would be charged more than its share of the budget (the large
+// requests' share, or all of it) is charged the whole share, so that it
+// runs alone.
 func (ad *admission) cost(size int) int64 {
 	c := int64(size) * RequestMemoryFactor
 	if size >= smallRequestBytes {
