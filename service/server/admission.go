@@ -307,7 +307,7 @@ func (ad *admission) receive(ctx context.Context, bulk bool, dec func(any) error
 	}
 	if err := raw.decode(m); err != nil {
 		ad.release(ch)
-		return charged{}, status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+		return charged{}, err
 	}
 	return ch, nil
 }
@@ -317,16 +317,23 @@ func (ad *admission) receive(ctx context.Context, bulk bool, dec func(any) error
 // buffers.
 type rawRequest struct{ data mem.BufferSlice }
 
-// decode decodes the request into m. A request received in one buffer
+// decode decodes the request into m; a request that does not decode
+// gets the status decodeError gives. A request received in one buffer
 // (a small one) is decoded from it; a larger one is copied into one
 // array and its received buffers are released before it is decoded.
 func (r *rawRequest) decode(m any) error {
+	var b []byte
 	if len(r.data) == 1 {
-		return proto.Unmarshal(r.data[0].ReadOnlyData(), m.(proto.Message))
+		b = r.data[0].ReadOnlyData()
+	} else {
+		b = r.data.Materialize()
+		r.free()
 	}
-	b := r.data.Materialize()
-	r.free()
-	return proto.Unmarshal(b, m.(proto.Message))
+	msg := m.(proto.Message)
+	if err := proto.Unmarshal(b, msg); err != nil {
+		return decodeError(b, msg, err)
+	}
+	return nil
 }
 
 // free releases the received buffers.

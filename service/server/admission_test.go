@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -40,25 +39,6 @@ const (
 	bigRequests      = 64
 	bigRequestWindow = 90 * time.Second
 )
-
-// rawMessage is a request encoded once and sent as it is by rawCodec, so
-// that 64 concurrent 64 MiB requests cost the test one encoding each.
-type rawMessage struct{ b []byte }
-
-// rawCodec sends rawMessages as they are and drops the answers, keeping
-// their length.
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	return mem.BufferSlice{mem.SliceBuffer(v.(*rawMessage).b)}, nil
-}
-
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	v.(*rawMessage).b = make([]byte, 0) // the answer's content is not needed
-	return nil
-}
-
-func (rawCodec) Name() string { return "proto" }
 
 // largeSync is a valid Sync of n address allocations of owner in network
 // "big" of vpc-big, each with a name of 200 bytes and labels labels of the
@@ -171,8 +151,8 @@ func TestMemoryBudgetUnderLoad(t *testing.T) {
 		big.Add(1)
 		go func() {
 			defer big.Done()
-			var resp rawMessage
-			results[i] = conns[i%len(conns)].Invoke(bigCtx, ipamv1.IPAM_Sync_FullMethodName, &rawMessage{b: requests[i%2]}, &resp,
+			var resp droppedAnswer
+			results[i] = conns[i%len(conns)].Invoke(bigCtx, ipamv1.IPAM_Sync_FullMethodName, requests[i%2], &resp,
 				grpc.ForceCodecV2(rawCodec{}))
 		}()
 	}

@@ -63,8 +63,26 @@ func (c *utf8Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if field == "" {
 		return err
 	}
-	c.pending.Store(v, status.Error(codes.InvalidArgument, field+": holds invalid UTF-8"))
+	c.pending.Store(v, invalidUTF8(field))
 	return nil
+}
+
+// invalidUTF8 is the status of a request whose string field holds
+// invalid UTF-8.
+func invalidUTF8(field string) error {
+	return status.Error(codes.InvalidArgument, field+": holds invalid UTF-8")
+}
+
+// decodeError is the status of a request b that did not decode into m
+// (err): InvalidArgument naming the field of invalid UTF-8, else Internal,
+// as gRPC answers a request its codec cannot decode. The methods whose
+// requests the memory budget weighs before decoding use it (their decode
+// runs in the handler, not in the codec).
+func decodeError(b []byte, m proto.Message, err error) error {
+	if field := invalidUTF8Field(b, m.ProtoReflect().Descriptor()); field != "" {
+		return invalidUTF8(field)
+	}
+	return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
 }
 
 // take returns and forgets the error kept for message v, if any.
