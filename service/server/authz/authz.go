@@ -11,6 +11,7 @@
 //	tokens:                      # bearer tokens, by their SHA-256 (hex)
 //	- identity: ci
 //	  sha256: 2bb80d53...
+//	replicas: [cn:ipam-server]   # the certificates of ipam-server replicas
 //	rules:
 //	- identities: [cn:ipam-controller]
 //	  owners: [ipam-controller]  # names; * matches any characters
@@ -28,6 +29,11 @@
 // and "*" in a rule matches every authenticated caller. A call is allowed
 // when one rule matches one of the caller's names and grants it; nothing
 // else is.
+//
+// Replicas are the certificate identities of ipam-server's own replicas
+// (see Policy.Replica): a replica relays its callers' changes to the
+// replica holding the write lead and states who each caller is, and only
+// a replica's statement is believed.
 package authz
 
 import (
@@ -70,6 +76,7 @@ type file struct {
 	APIVersion string      `json:"apiVersion"`
 	Kind       string      `json:"kind"`
 	Tokens     []tokenSpec `json:"tokens"`
+	Replicas   []string    `json:"replicas"`
 	Rules      []ruleSpec  `json:"rules"`
 }
 
@@ -88,8 +95,9 @@ type ruleSpec struct {
 
 // Policy is a parsed policy.
 type Policy struct {
-	tokens []token
-	rules  []rule
+	tokens   []token
+	replicas []string // certificate identities of ipam-server replicas
+	rules    []rule
 }
 
 type token struct {
@@ -188,6 +196,12 @@ func Parse(b []byte) (*Policy, error) {
 		tk := token{identity: "token:" + t.Identity}
 		copy(tk.sum[:], sum)
 		p.tokens = append(p.tokens, tk)
+	}
+	for i, id := range f.Replicas {
+		if err := checkReplica(id); err != nil {
+			return nil, fmt.Errorf("replicas[%d]: %w", i, err)
+		}
+		p.replicas = append(p.replicas, id)
 	}
 	if len(f.Rules) == 0 {
 		return nil, errors.New("rules: a policy without rules refuses every call; list at least one")
