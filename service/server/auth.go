@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,14 @@ import (
 // Principal. With a client CA it verifies the certificate itself instead
 // of letting the TLS handshake refuse it, so that a refused client learns
 // why (Unauthenticated with the reason) and the server logs who.
+//
+// A change another replica forwards (forwardedHeader) under mTLS carries
+// the names of its caller's certificate (forwardedForHeader, or the
+// relayed call's caller_names), which the forwarding replica verified:
+// when the certificate of the replica itself is one the policy names as
+// a replica, the call is made as that caller (its names, plus the
+// identity of the bearer token it carries), never as the replica. Anyone
+// else stating a caller's names is refused (PermissionDenied).
 type authenticator struct {
 	clientCAs *x509.CertPool // nil: no client certificates (no mTLS)
 	policy    *authz.Policy  // nil: no tokens, everything allowed
@@ -54,15 +63,34 @@ const reverify = time.Minute
 
 type principalKey struct{}
 
-// principalOf returns the Principal the authenticator put in ctx.
-func principalOf(ctx context.Context) authz.Principal {
-	p, _ := ctx.Value(principalKey{}).(authz.Principal)
-	return p
+// caller is what the authenticator puts in a call's context.
+type caller struct {
+	principal authz.Principal
+	certNames []string // the names of the caller's client certificate (mTLS), as verified
 }
 
-// authenticate returns the caller of ctx, or an Unauthenticated status
-// saying why it is refused.
-func (a *authenticator) authenticate(ctx context.Context, method string) (authz.Principal, error) {
+// principalOf returns the Principal the authenticator put in ctx.
+func principalOf(ctx context.Context) authz.Principal {
+	c, _ := ctx.Value(principalKey{}).(caller)
+	return c.principal
+}
+
+// certNamesOf returns the names of the client certificate of the caller
+// of ctx, as the authenticator verified them (or a replica stated them);
+// nil without mTLS.
+func certNamesOf(ctx context.Context) []string {
+	c, _ := ctx.Value(principalKey{}).(caller)
+	return c.certNames
+}
+
+// errNotAReplica refuses a caller that states another caller's identity
+// without being a replica the policy names.
+var errNotAReplica = fmt.Errorf("%w: only a replica named under replicas in the authorization policy, presenting its client certificate, may state who a forwarded call's caller is (%s)", authz.ErrDenied, forwardedForHeader)
+
+// authenticate returns the caller of ctx, or an Unauthenticated (or, for
+// a stated identity it does not believe, PermissionDenied) status saying
+// why it is refused.
+func (a *authenticator) authenticate(ctx context.Context, method string) (caller, error) {
 	pe, _ := peer.FromContext(ctx)
 	var certs []*x509.Certificate
 	if pe != nil {
@@ -70,45 +98,72 @@ func (a *authenticator) authenticate(ctx context.Context, method string) (authz.
 			certs = ti.State.PeerCertificates
 		}
 	}
-	pr, err := a.identify(certs, metadata.ValueFromIncomingContext(ctx, "authorization"))
+	var fwd *forwardedCaller
+	stated := metadata.ValueFromIncomingContext(ctx, forwardedForHeader)
+	if len(stated) > 0 || len(metadata.ValueFromIncomingContext(ctx, forwardedHeader)) > 0 {
+		fwd = &forwardedCaller{names: stated, stated: len(stated) > 0}
+	}
+	c, err := a.identify(certs, metadata.ValueFromIncomingContext(ctx, "authorization"), fwd)
 	if err != nil {
 		addr := "unknown"
 		if pe != nil && pe.Addr != nil {
 			addr = pe.Addr.String()
 		}
 		a.refused(addr, method, err)
-		return pr, status.Error(codes.Unauthenticated, err.Error())
+		if errors.Is(err, authz.ErrDenied) {
+			return c, status.Error(codes.PermissionDenied, err.Error())
+		}
+		return c, status.Error(codes.Unauthenticated, err.Error())
 	}
-	return pr, nil
+	return c, nil
+}
+
+// forwardedCaller is what a call another replica forwarded says of its
+// caller: the names of its certificate (none when it had none) and
+// whether any were stated.
+type forwardedCaller struct {
+	names  []string
+	stated bool
 }
 
 // identify returns the caller that presents certs (its TLS peer chain,
 // leaf first) and the values of its authorization header, or why it is
-// refused.
-func (a *authenticator) identify(certs []*x509.Certificate, auth []string) (authz.Principal, error) {
-	var pr authz.Principal
+// refused. fwd is what a forwarded call says of its caller (nil for a
+// call that does not claim to be forwarded): believed only from a
+// replica, whose certs name one of the policy's replicas.
+func (a *authenticator) identify(certs []*x509.Certificate, auth []string, fwd *forwardedCaller) (caller, error) {
+	var c caller
 	if a.clientCAs != nil {
 		names, err := a.verifyCerts(certs)
 		if err != nil {
-			return pr, fmt.Errorf("ipam-server requires a client certificate signed by its client CA (mTLS): %w", err)
+			return c, fmt.Errorf("ipam-server requires a client certificate signed by its client CA (mTLS): %w", err)
 		}
-		pr.Names = names
+		if fwd != nil && a.policy != nil && a.policy.Replica(authz.Principal{Names: names}) {
+			names = fwd.names // the forwarding replica's caller, never the replica itself
+		} else if fwd != nil && fwd.stated {
+			return c, errNotAReplica
+		}
+		c.certNames = names
+	} else if fwd != nil && fwd.stated {
+		return c, errNotAReplica
 	}
+	pr := authz.Principal{Names: c.certNames}
 	if a.policy != nil && len(auth) > 0 {
 		tok, ok := strings.CutPrefix(auth[0], "Bearer ")
 		if !ok || len(auth) > 1 {
-			return pr, errors.New("the authorization header is not one \"Bearer TOKEN\"")
+			return c, errors.New("the authorization header is not one \"Bearer TOKEN\"")
 		}
 		id, err := a.policy.Token(tok)
 		if err != nil {
-			return pr, err
+			return c, err
 		}
-		pr.Names = append(pr.Names, id)
+		pr.Names = append(slices.Clip(pr.Names), id) // a copy: certNames may be the verification cache's
 	}
 	if len(pr.Names) == 0 {
 		pr.Names = []string{authz.Anonymous}
 	}
-	return pr, nil
+	c.principal = pr
+	return c, nil
 }
 
 // verifyCerts verifies a client's certificate chain (leaf first) against
@@ -157,13 +212,13 @@ func (a *authenticator) authorizeHTTP(r *http.Request) error {
 	if r.TLS != nil {
 		certs = r.TLS.PeerCertificates
 	}
-	pr, err := a.identify(certs, r.Header.Values("Authorization"))
+	c, err := a.identify(certs, r.Header.Values("Authorization"), nil)
 	if err != nil {
 		a.refused(r.RemoteAddr, "web "+r.URL.Path, err)
 		return &web.UnauthenticatedError{Err: err}
 	}
 	if a.policy != nil {
-		if err := a.policy.Read(pr); err != nil {
+		if err := a.policy.Read(c.principal); err != nil {
 			a.refused(r.RemoteAddr, "web "+r.URL.Path, err)
 			return err
 		}
@@ -229,20 +284,20 @@ func (l *refusalLog) allow(now time.Time) (int64, bool) {
 
 // unary authenticates a call and puts its Principal in the context.
 func (a *authenticator) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	pr, err := a.authenticate(ctx, info.FullMethod)
+	c, err := a.authenticate(ctx, info.FullMethod)
 	if err != nil {
 		return nil, err
 	}
-	return handler(context.WithValue(ctx, principalKey{}, pr), req)
+	return handler(context.WithValue(ctx, principalKey{}, c), req)
 }
 
 // stream authenticates a stream and puts its Principal in the context.
 func (a *authenticator) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	pr, err := a.authenticate(ss.Context(), info.FullMethod)
+	c, err := a.authenticate(ss.Context(), info.FullMethod)
 	if err != nil {
 		return err
 	}
-	return handler(srv, &principalStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), principalKey{}, pr)})
+	return handler(srv, &principalStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), principalKey{}, c)})
 }
 
 type principalStream struct {

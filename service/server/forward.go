@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -37,6 +37,11 @@ type leaderStore interface {
 // serves it itself.
 const forwardedHeader = "ipam-forwarded-by"
 
+// forwardedForHeader carries, on a call one replica forwards to another
+// under mTLS, the names of the caller's client certificate, one value
+// each; the authenticator believes it from policy-named replicas only.
+const forwardedForHeader = "ipam-forwarded-for"
+
 // writeMethods are the IPAM methods that change something, with the type
 // of their answer.
 var writeMethods = map[string]func() proto.Message{
@@ -58,12 +63,16 @@ var writeMethods = map[string]func() proto.Message{
 // that holds the lead, does not know the leader, or cannot reach it
 // (Unavailable) makes the change itself: the store's compare on its head
 // keeps that safe, and calls are idempotent by key. The caller was
-// authenticated here; its bearer token goes along, so the leader
-// authorizes the same caller. Only replicas that serve plaintext gRPC
-// forward (a client certificate cannot be passed on).
+// authenticated here; its bearer token goes along and, under mTLS, the
+// names of its client certificate, which the leader believes because
+// this replica presents its own certificate, one the policy names as a
+// replica: the leader authorizes the same caller. Replicas forward over
+// plaintext gRPC, or under mTLS when the policy names them (see
+// replicaCreds).
 type forwarder struct {
 	store     leaderStore
-	self      string // this replica's advertised address
+	self      string                           // this replica's advertised address
+	creds     credentials.TransportCredentials // how it dials the leader
 	log       *slog.Logger
 	forwarded prometheus.Counter
 	fellBack  prometheus.Counter
@@ -73,8 +82,8 @@ type forwarder struct {
 	relays map[string]*relayClient
 }
 
-func newForwarder(store leaderStore, self string, log *slog.Logger, m *Metrics) *forwarder {
-	return &forwarder{store: store, self: self, log: log, conns: map[string]*grpc.ClientConn{}, relays: map[string]*relayClient{},
+func newForwarder(store leaderStore, self string, creds credentials.TransportCredentials, log *slog.Logger, m *Metrics) *forwarder {
+	return &forwarder{store: store, self: self, creds: creds, log: log, conns: map[string]*grpc.ClientConn{}, relays: map[string]*relayClient{},
 		forwarded: m.forwards.WithLabelValues("forwarded"), fellBack: m.forwards.WithLabelValues("committed_here")}
 }
 
@@ -91,7 +100,7 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	if self || leader == "" || leader == f.self {
 		return handler(ctx, req)
 	}
-	resp, err := f.forward(ctx, leader, info.FullMethod, req.(proto.Message), metadata.ValueFromIncomingContext(ctx, "authorization"), answer)
+	resp, err := f.forward(ctx, leader, info.FullMethod, req.(proto.Message), metadata.ValueFromIncomingContext(ctx, "authorization"), certNamesOf(ctx), answer)
 	if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
 		// The leader is gone or cannot commit: this replica commits.
 		f.log.Debug("the write lead is unavailable; committing here", "leader", leader, "err", err)
@@ -105,9 +114,10 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	return resp, nil
 }
 
-// forward makes the call on the leader: relayed, or as its own unary
-// call when its request is too large for the relay.
-func (f *forwarder) forward(ctx context.Context, leader, method string, req proto.Message, auth []string, answer func() proto.Message) (proto.Message, error) {
+// forward makes the call on the leader, with the caller's authorization
+// header (auth) and certificate names (certNames): relayed, or as its
+// own unary call when its request is too large for the relay.
+func (f *forwarder) forward(ctx context.Context, leader, method string, req proto.Message, auth, certNames []string, answer func() proto.Message) (proto.Message, error) {
 	b, err := proto.Marshal(req)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "encoding the %s request: %v", method, err)
@@ -117,7 +127,7 @@ func (f *forwarder) forward(ctx context.Context, leader, method string, req prot
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "%v", err)
 		}
-		a, err := rc.call(ctx, method, b, strings.Join(auth, ""))
+		a, err := rc.call(ctx, method, b, strings.Join(auth, ""), certNames)
 		if err != nil {
 			return nil, err
 		}
@@ -130,6 +140,9 @@ func (f *forwarder) forward(ctx context.Context, leader, method string, req prot
 	out := metadata.Pairs(forwardedHeader, f.self)
 	if len(auth) > 0 {
 		out.Set("authorization", auth...)
+	}
+	if len(certNames) > 0 {
+		out.Set(forwardedForHeader, certNames...)
 	}
 	resp := answer()
 	if err := conn.Invoke(metadata.NewOutgoingContext(ctx, out), method, req, resp); err != nil {
@@ -173,7 +186,7 @@ func (f *forwarder) connLocked(addr string) (*grpc.ClientConn, error) {
 	if c := f.conns[addr]; c != nil {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, append(grpcopt.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	c, err := grpc.NewClient(addr, append(grpcopt.DialOptions(), grpc.WithTransportCredentials(f.creds))...)
 	if err != nil {
 		return nil, fmt.Errorf("dialing the write lead %s: %w", addr, err)
 	}

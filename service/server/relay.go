@@ -18,6 +18,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/service/server/authz"
 )
 
 // The relay: a replica that does not hold the write lead sends the
@@ -47,9 +49,12 @@ const relayKeptWorkers = 256
 // relayServer serves Replica.Forward on the leader: each relayed call
 // runs through the same interceptors (call gate, authentication) and
 // handler as the same IPAM call made directly, with the caller's
-// credentials it carries.
+// credentials it carries. Under mTLS only replicas the policy names may
+// open a stream (replica), and the caller's certificate names a call
+// carries are believed because they do (see authenticator).
 type relayServer struct {
 	ipamv1.UnimplementedReplicaServer
+	replica  func(authz.Principal) bool // nil: anyone may relay (plaintext: calls carry tokens only)
 	svc      ipamv1.IPAMServer
 	chain    grpc.UnaryServerInterceptor
 	handlers map[string]grpc.MethodHandler // the write methods of IPAM by full name
@@ -59,8 +64,8 @@ type relayServer struct {
 	workers  atomic.Int64 // kept workers
 }
 
-func newRelayServer(svc ipamv1.IPAMServer, interceptors []grpc.UnaryServerInterceptor) *relayServer {
-	r := &relayServer{svc: svc, chain: chainUnary(interceptors), handlers: map[string]grpc.MethodHandler{},
+func newRelayServer(svc ipamv1.IPAMServer, interceptors []grpc.UnaryServerInterceptor, replica func(authz.Principal) bool) *relayServer {
+	r := &relayServer{replica: replica, svc: svc, chain: chainUnary(interceptors), handlers: map[string]grpc.MethodHandler{},
 		quit: make(chan struct{}), idle: make(chan func())}
 	for _, m := range ipamv1.IPAM_ServiceDesc.Methods {
 		full := "/" + ipamv1.IPAM_ServiceDesc.ServiceName + "/" + m.MethodName
@@ -100,6 +105,9 @@ func chainUnary(interceptors []grpc.UnaryServerInterceptor) grpc.UnaryServerInte
 // or the server stops, once every call it received is answered.
 func (r *relayServer) Forward(stream ipamv1.Replica_ForwardServer) error {
 	ctx := stream.Context()
+	if r.replica != nil && !r.replica(principalOf(ctx)) {
+		return status.Errorf(codes.PermissionDenied, "relay: identity %s is not one of the replicas the authorization policy names; only replicas relay calls", ipam.Quote(principalOf(ctx).String()))
+	}
 	answers := make(chan *ipamv1.ForwardedAnswer, relayMaxCalls)
 	var running atomic.Int64
 	received := make(chan error, 1)
@@ -227,6 +235,9 @@ func (r *relayServer) run(ctx context.Context, c *ipamv1.ForwardedCall) *ipamv1.
 	if c.GetAuthorization() != "" {
 		md.Set("authorization", c.GetAuthorization())
 	}
+	if names := c.GetCallerNames(); len(names) > 0 {
+		md.Set(forwardedForHeader, names...)
+	}
 	ctx = metadata.NewIncomingContext(ctx, md)
 	if ms := c.GetTimeoutMs(); ms > 0 {
 		var cancel context.CancelFunc
@@ -303,9 +314,10 @@ func newRelayClient(conn grpc.ClientConnInterface) *relayClient {
 }
 
 // call relays a call of method (request encoded in req, the caller's
-// authorization header auth) and waits for its answer or the end of ctx.
-func (c *relayClient) call(ctx context.Context, method string, req []byte, auth string) (*ipamv1.ForwardedAnswer, error) {
-	fc := &ipamv1.ForwardedCall{Method: method, Request: req, Authorization: auth}
+// authorization header auth and certificate names certNames) and waits
+// for its answer or the end of ctx.
+func (c *relayClient) call(ctx context.Context, method string, req []byte, auth string, certNames []string) (*ipamv1.ForwardedAnswer, error) {
+	fc := &ipamv1.ForwardedCall{Method: method, Request: req, Authorization: auth, CallerNames: certNames}
 	if dl, ok := ctx.Deadline(); ok {
 		fc.TimeoutMs = max(time.Until(dl).Milliseconds(), 1)
 	}

@@ -334,19 +334,28 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		auth = &authenticator{clientCAs: clientCAs, policy: policy, log: log, certs: map[[32]byte]verified{}}
 		unary, stream = append(unary, auth.unary), append(stream, auth.stream)
 	}
-	// Replicas of a store with a write lead forward changes to the leader;
-	// with TLS they cannot pass a client's certificate on, so each commits
-	// its own (the lead is then not campaigned for).
+	// Replicas of a store with a write lead forward changes to the leader:
+	// over plaintext, or under mTLS when the policy names the replicas;
+	// otherwise each commits its own (the lead is not campaigned for).
 	var fwd *forwarder
-	if ls, ok := store.(leaderStore); ok && tlsConf == nil {
-		self, err := advertiseAddr(cfg.AdvertiseAddr, lis)
+	if ls, ok := store.(leaderStore); ok {
+		creds, err := replicaCreds(tlsConf, clientCAs, policy)
 		if err != nil {
 			_ = lis.Close() // the error above is the one to report
 			return err
 		}
-		fwd = newForwarder(ls, self, log, metrics)
-		defer fwd.close()
-		unary = append(unary, fwd.unary)
+		if creds == nil {
+			log.Warn("replicas commit their own changes, without a write lead: with TLS, relaying changes to the lead needs --client-ca and an authorization policy that names the replicas' certificates under replicas")
+		} else {
+			self, err := advertiseAddr(cfg.AdvertiseAddr, lis)
+			if err != nil {
+				_ = lis.Close() // the error above is the one to report
+				return err
+			}
+			fwd = newForwarder(ls, self, creds, log, metrics)
+			defer fwd.close()
+			unary = append(unary, fwd.unary)
+		}
 	}
 	unary = append(unary, cfg.UnaryInterceptors...)
 	budget := newAdmission(cfg.MaxInflightBytes, cfg.InflightWait)
@@ -362,7 +371,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	gs.RegisterService(budget.serviceDesc(&ipamv1.IPAM_ServiceDesc), svc)
 	var relay *relayServer
 	if fwd != nil { // the leader's end of the relay other replicas forward over
-		relay = newRelayServer(svc, unary)
+		var replica func(authz.Principal) bool
+		if clientCAs != nil {
+			replica = policy.Replica
+		}
+		relay = newRelayServer(svc, unary, replica)
 		ipamv1.RegisterReplicaServer(gs, relay)
 	}
 	hs := health.NewServer()

@@ -22,7 +22,7 @@ func main() {
 	flag.StringVar(&cfg.DataDir, "data-dir", "./ipam-data", "directory of the file store")
 	flag.StringVar(&cfg.Store, "store", "file", "store: file (embedded, crash-safe) or etcd (several replicas share one etcd); memory keeps nothing")
 	flag.StringVar(&etcd, "etcd-endpoints", "", "comma-separated etcd endpoints (--store etcd)")
-	flag.StringVar(&cfg.AdvertiseAddr, "advertise-addr", "", "host:port the other replicas reach this one at (--store etcd without TLS: changes are forwarded to the replica holding the write lead; empty: the listen address, or the first interface address when listening on all)")
+	flag.StringVar(&cfg.AdvertiseAddr, "advertise-addr", "", "host:port the other replicas reach this one at (--store etcd over plaintext, or mTLS with a policy naming the replicas: changes are forwarded to the replica holding the write lead; empty: the listen address, or the first interface address when listening on all)")
 	flag.StringVar(&cfg.EtcdPrefix, "etcd-prefix", "/ipam/", "key prefix in etcd (--store etcd)")
 	flag.StringVar(&cfg.EtcdCA, "etcd-ca", "", "PEM file of the CA of etcd's server certificates (--store etcd over TLS)")
 	flag.StringVar(&cfg.EtcdCert, "etcd-cert", "", "PEM file of the client certificate for etcd (--store etcd, with --etcd-key)")

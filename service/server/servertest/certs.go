@@ -19,7 +19,9 @@ import (
 )
 
 // Certs are PEM files of a test PKI: a CA, a server certificate for
-// 127.0.0.1 and localhost, and a client certificate, all signed by the CA.
+// 127.0.0.1 and localhost (common name ipam-server, usable as a client
+// certificate too, as a replica's is), and a client certificate (common
+// name ipamctl), all signed by the CA.
 type Certs struct {
 	CA                    string
 	ServerCert, ServerKey string
@@ -45,7 +47,7 @@ func WriteCerts(t testing.TB, dir string) Certs {
 		Subject:     pkix.Name{CommonName: "ipam-server"},
 		DNSNames:    []string{"localhost"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	})
 	writeLeaf(t, caKey, caCert, c.ClientCert, c.ClientKey, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "ipamctl"},
@@ -60,6 +62,9 @@ type ClientCert struct {
 	URIs       []string  // URI SANs, e.g. a SPIFFE id
 	DNSNames   []string  // DNS SANs
 	NotAfter   time.Time // zero: a day from now
+	// ExtKeyUsage is the certificate's extended key usage; nil:
+	// client authentication.
+	ExtKeyUsage []x509.ExtKeyUsage
 }
 
 // WriteClient makes a client certificate signed by c's CA and returns its
@@ -69,7 +74,10 @@ func (c Certs) WriteClient(t testing.TB, name string, cc ClientCert) (cert, key 
 	tmpl := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: cc.CommonName},
 		DNSNames:    cc.DNSNames,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage: cc.ExtKeyUsage,
+	}
+	if tmpl.ExtKeyUsage == nil {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	}
 	for _, u := range cc.URIs {
 		pu, err := url.Parse(u)
