@@ -21,4 +21,6 @@ var targets = []Target{
 	{ID: "E1", Match: "E1EtcdGroupCommit/vrfs=1", Unit: "etcd-allocs/s", Cmp: AtLeast, Value: 5000},
 	{ID: "E1", Match: "E1EtcdGroupCommit/vrfs=8", Unit: "etcd-allocs/s", Cmp: AtLeast, Value: 8000},
 	{ID: "E1", Match: "E1EtcdGroupCommit", Unit: "ratio", Cmp: AtLeast, Value: 0.25},
+	{ID: "E1", Match: "E1EtcdGroupCommit/vrfs=1/mtls=true", Unit: "mtls-ratio", Cmp: AtLeast, Value: 0.8},
+	{ID: "E1", Match: "E1EtcdGroupCommit/vrfs=8/mtls=true", Unit: "mtls-ratio", Cmp: AtLeast, Value: 0.8},
 }

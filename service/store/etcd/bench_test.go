@@ -125,48 +125,90 @@ func BenchmarkEtcdSnapshots(b *testing.B) {
 // replicas on a three-member etcd, in (a) one network instance and (b)
 // eight (client g in vrf-(g mod 8)), and, in the same run, through one
 // server on the file store with the same network instances (fsync on
-// everywhere). It reports durable allocations per second of each, their
-// ratio (etcd over file), and the replicas' etcd transactions: changes
-// per transaction and milliseconds per transaction.
+// everywhere); each over plaintext gRPC (mtls=false) and under mTLS with
+// an authorization policy that names the replicas (mtls=true: clients
+// and relays present certificates, every call is authorized). It
+// reports durable allocations per second of each, their ratio (etcd over
+// file), and the replicas' etcd transactions: changes per transaction
+// and milliseconds per transaction. The mtls=true rows also run three
+// plaintext replicas on the same etcd, in alternating rounds, and report
+// mtls-ratio: the mTLS replicas' rate over the plaintext ones' in the
+// same run, which the load of a shared machine moves less than two
+// rows' rates.
 func BenchmarkE1EtcdGroupCommit(b *testing.B) {
-	for _, vrfs := range []int{1, 8} {
-		b.Run(fmt.Sprint("vrfs=", vrfs), func(b *testing.B) {
-			c := startCluster(b, 3)
-			var etcdConns []ipamv1.IPAMClient
-			var metricsAddrs []string
-			for range 3 {
-				s := servertest.Start(b, server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: "/bench/"}, true)
-				etcdConns = append(etcdConns, s.Client(b))
-				metricsAddrs = append(metricsAddrs, s.MetricsAddr)
-			}
-			seedVRFs(b, etcdConns[0], vrfs)
-			fs := servertest.Start(b, server.Config{Store: "file", DataDir: b.TempDir()}, false)
-			fileConns := []ipamv1.IPAMClient{fs.Client(b)}
-			seedVRFs(b, fileConns[0], vrfs)
-			const clients, perClient = 64, 8
-			loadVRFs(b, etcdConns, vrfs, clients, perClient, "warm")
-			loadVRFs(b, fileConns, vrfs, clients, perClient, "warm")
-			txns0, changes0, secs0 := commitTotals(b, metricsAddrs)
-			var etcdTime, fileTime time.Duration
-			n, round := 0, 0
-			for b.Loop() {
-				d, _ := loadVRFs(b, etcdConns, vrfs, clients, perClient, fmt.Sprint("r", round))
-				etcdTime += d
-				d, _ = loadVRFs(b, fileConns, vrfs, clients, perClient, fmt.Sprint("r", round))
-				fileTime += d
-				n += clients * perClient
-				round++
-			}
-			etcdRate, fileRate := float64(n)/etcdTime.Seconds(), float64(n)/fileTime.Seconds()
-			b.ReportMetric(etcdRate, "etcd-allocs/s")
-			b.ReportMetric(fileRate, "file-allocs/s")
-			b.ReportMetric(etcdRate/fileRate, "ratio")
-			txns, changes, secs := commitTotals(b, metricsAddrs)
-			if txns > txns0 {
-				b.ReportMetric((changes-changes0)/(txns-txns0), "changes/txn")
-				b.ReportMetric(1000*(secs-secs0)/(txns-txns0), "txn-ms")
-			}
-		})
+	for _, mtls := range []bool{false, true} {
+		for _, vrfs := range []int{1, 8} {
+			b.Run(fmt.Sprintf("vrfs=%d/mtls=%v", vrfs, mtls), func(b *testing.B) { benchE1(b, vrfs, mtls) })
+		}
+	}
+}
+
+// benchE1 is one row of BenchmarkE1EtcdGroupCommit.
+func benchE1(b *testing.B, vrfs int, mtls bool) {
+	c := startCluster(b, 3)
+	etcdCfg := server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: "/bench/"}
+	fileCfg := server.Config{Store: "file", DataDir: b.TempDir()}
+	connect := func(s *servertest.Server) ipamv1.IPAMClient { return s.Client(b) }
+	var plainConns []ipamv1.IPAMClient // mtls: plaintext replicas to compare with
+	if mtls {
+		for range 3 {
+			s := servertest.Start(b, server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: "/bench-plain/"}, false)
+			plainConns = append(plainConns, s.Client(b))
+		}
+		seedVRFs(b, plainConns[0], vrfs)
+		m := newMTLSSetup(b)
+		etcdCfg = m.config(c.endpoints(), "/bench/")
+		fileCfg.TLSCert, fileCfg.TLSKey, fileCfg.ClientCA, fileCfg.AuthzPolicy = m.certs.ServerCert, m.certs.ServerKey, m.certs.CA, m.policy
+		connect = func(s *servertest.Server) ipamv1.IPAMClient { return ipamv1.NewIPAMClient(dial(b, s, m.certs)) }
+	}
+	var etcdConns []ipamv1.IPAMClient
+	var metricsAddrs []string
+	for range 3 {
+		s := servertest.Start(b, etcdCfg, true)
+		etcdConns = append(etcdConns, connect(s))
+		metricsAddrs = append(metricsAddrs, s.MetricsAddr)
+	}
+	seedVRFs(b, etcdConns[0], vrfs)
+	fs := servertest.Start(b, fileCfg, false)
+	fileConns := []ipamv1.IPAMClient{connect(fs)}
+	seedVRFs(b, fileConns[0], vrfs)
+	const clients, perClient = 64, 8
+	loadVRFs(b, etcdConns, vrfs, clients, perClient, "warm")
+	loadVRFs(b, fileConns, vrfs, clients, perClient, "warm")
+	if plainConns != nil {
+		loadVRFs(b, plainConns, vrfs, clients, perClient, "warm")
+	}
+	txns0, changes0, secs0 := commitTotals(b, metricsAddrs)
+	var etcdTime, fileTime, plainTime time.Duration
+	n, round := 0, 0
+	for b.Loop() {
+		name := fmt.Sprint("r", round)
+		if plainConns != nil && round%2 == 1 { // plaintext first every other round
+			d, _ := loadVRFs(b, plainConns, vrfs, clients, perClient, name)
+			plainTime += d
+		}
+		d, _ := loadVRFs(b, etcdConns, vrfs, clients, perClient, name)
+		etcdTime += d
+		d, _ = loadVRFs(b, fileConns, vrfs, clients, perClient, name)
+		fileTime += d
+		if plainConns != nil && round%2 == 0 {
+			d, _ := loadVRFs(b, plainConns, vrfs, clients, perClient, name)
+			plainTime += d
+		}
+		n += clients * perClient
+		round++
+	}
+	etcdRate, fileRate := float64(n)/etcdTime.Seconds(), float64(n)/fileTime.Seconds()
+	b.ReportMetric(etcdRate, "etcd-allocs/s")
+	b.ReportMetric(fileRate, "file-allocs/s")
+	b.ReportMetric(etcdRate/fileRate, "ratio")
+	if plainConns != nil {
+		b.ReportMetric(plainTime.Seconds()/etcdTime.Seconds(), "mtls-ratio")
+	}
+	txns, changes, secs := commitTotals(b, metricsAddrs)
+	if txns > txns0 {
+		b.ReportMetric((changes-changes0)/(txns-txns0), "changes/txn")
+		b.ReportMetric(1000*(secs-secs0)/(txns-txns0), "txn-ms")
 	}
 }
 
