@@ -19,8 +19,9 @@
 //     other replicas apply in turn: etcd's work and the watch events go
 //     by keys. The transaction succeeds or fails for all: a refused one
 //     rolls each mutation back and each retries as below.
-//   - The write lead (lead.go): replicas that serve plaintext gRPC elect
-//     one of them through an etcd election (a lease of LeaseTTL seconds
+//   - The write lead (lead.go): replicas that can forward (plaintext
+//     gRPC, or mTLS with the replicas named in the policy) elect one of
+//     them through an etcd election (a lease of LeaseTTL seconds
 //     under PREFIX/lead/, the value its --advertise-addr) and forward the
 //     changes their callers ask for to it (the server's forwarder); reads
 //     stay where they arrive. The leader pipelines: Commit only queues the
@@ -28,8 +29,8 @@
 //     transaction afterwards, so the next changes of the same network
 //     instance join the next transaction instead of waiting one round
 //     trip each. A leader's transaction that fails (another replica
-//     committed first: no leader yet, an unreachable one, TLS replicas
-//     that do not forward; or an outcome unknown) leaves changes in the
+//     committed first: no leader yet, an unreachable one, replicas that
+//     do not forward; or an outcome unknown) leaves changes in the
 //     allocator that etcd does not have, and later queued ones that were
 //     decided on them: the replica refuses commits, fails everything
 //     queued, reloads its state (below) and the waiting mutations run
