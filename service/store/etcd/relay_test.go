@@ -137,8 +137,10 @@ func TestRelayAuthorizesEachCall(t *testing.T) {
 // Replica.Forward on the leader itself gains nothing over calling IPAM:
 // a method that is not one of IPAM's changes, a request that does not
 // decode and a call without credentials are each answered with an error
-// (the last as the direct call is), and a message with more than 1,024
-// calls ends the stream with InvalidArgument.
+// (the last as the direct call is), a call stating its caller's
+// certificate names is refused (without mTLS nobody may state them), and
+// a message with more than 1,024 calls ends the stream with
+// InvalidArgument.
 func TestRelayRefusesWhatIsNotARelayedCall(t *testing.T) {
 	c := startCluster(t, 1)
 	cli := etcdClient(t, c.endpoints())
@@ -159,8 +161,9 @@ func TestRelayRefusesWhatIsNotARelayedCall(t *testing.T) {
 		{Id: 3, Method: ipamv1.IPAM_CreateNetworkInstance_FullMethodName, Request: []byte{0xff, 0xff, 0xff}, Authorization: "Bearer admin-token"},
 		{Id: 4, Method: ipamv1.IPAM_CreateNetworkInstance_FullMethodName, Request: req},
 		{Id: 5, Method: ipamv1.IPAM_CreateNetworkInstance_FullMethodName, Request: req, Authorization: "Bearer admin-token"},
+		{Id: 6, Method: ipamv1.IPAM_CreateNetworkInstance_FullMethodName, Request: req, Authorization: "Bearer admin-token", CallerNames: []string{"cn:ipamctl"}},
 	}
-	want := map[uint64]codes.Code{1: codes.InvalidArgument, 2: codes.InvalidArgument, 3: codes.InvalidArgument, 4: codes.PermissionDenied, 5: codes.OK}
+	want := map[uint64]codes.Code{1: codes.InvalidArgument, 2: codes.InvalidArgument, 3: codes.InvalidArgument, 4: codes.PermissionDenied, 5: codes.OK, 6: codes.PermissionDenied}
 	if err := stream.Send(&ipamv1.ForwardRequest{Calls: calls}); err != nil {
 		t.Fatal(err)
 	}
