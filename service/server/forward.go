@@ -39,8 +39,9 @@ const forwardedHeader = "ipam-forwarded-by"
 
 // forwardedForHeader carries, on a call one replica forwards to another
 // under mTLS, the names of the caller's client certificate, one value
-// each; the authenticator believes it from policy-named replicas only.
-const forwardedForHeader = "ipam-forwarded-for"
+// each (binary: a name may be any UTF-8); the authenticator believes it
+// from policy-named replicas only.
+const forwardedForHeader = "ipam-forwarded-for-bin"
 
 // writeMethods are the IPAM methods that change something, with the type
 // of their answer.

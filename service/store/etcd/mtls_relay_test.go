@@ -30,14 +30,15 @@ import (
 
 // mtlsSetup is a PKI and an authorization policy for replicas under
 // mTLS: the servers' certificate (cn:ipam-server) is the replicas', the
-// admin's (cn:ipamctl) may change everything, team-a's (cn:team-a)
-// owners a.* only. The replicas' own identity may change everything
+// admin's (cn:ipamctl) may change everything, team-a's (cn:team-a, and
+// cn:équipe-a) owners a.* only. The replicas' own identity may change everything
 // too, so that a leader that made a relayed call as the replica that
 // relayed it, instead of as its caller, would let team-a change b.*.
 type mtlsSetup struct {
-	certs  servertest.Certs
-	policy string
-	teamA  servertest.Certs // certs with team-a's client certificate
+	certs   servertest.Certs
+	policy  string
+	teamA   servertest.Certs // certs with team-a's client certificate
+	equipeA servertest.Certs // with cn:équipe-a's
 }
 
 func newMTLSSetup(t testing.TB) mtlsSetup {
@@ -46,6 +47,8 @@ func newMTLSSetup(t testing.TB) mtlsSetup {
 	s := mtlsSetup{certs: servertest.WriteCerts(t, dir), policy: filepath.Join(dir, "policy.yaml")}
 	s.teamA = s.certs
 	s.teamA.ClientCert, s.teamA.ClientKey = s.certs.WriteClient(t, "team-a", servertest.ClientCert{CommonName: "team-a"})
+	s.equipeA = s.certs
+	s.equipeA.ClientCert, s.equipeA.ClientKey = s.certs.WriteClient(t, "equipe-a", servertest.ClientCert{CommonName: "équipe-a"})
 	if err := os.WriteFile(s.policy, []byte(`apiVersion: ipam.nephio.org/v1alpha1
 kind: AuthorizationPolicy
 replicas: [cn:ipam-server]
@@ -55,7 +58,7 @@ rules:
   networkInstances: ["*"]
   write: true
   read: true
-- identities: [cn:team-a]
+- identities: [cn:team-a, "cn:équipe-a"]
   owners: ["a.*"]
   networkInstances: ["*"]
   write: true
@@ -89,7 +92,9 @@ func ownedBy(owner, name string) *ipamv1.AllocateRequest {
 // leader makes each relayed call as its caller: team-a, allowed on a.*,
 // gets a.x through a follower and PermissionDenied naming cn:team-a for
 // b.x, as it does at the leader directly, although the replicas' own
-// identity may change b.*.
+// identity may change b.*. A request too large for the relay stream
+// goes to the leader as its own call, its caller's names in a header,
+// a common name outside ASCII (cn:équipe-a) included.
 func TestRelayUnderMTLS(t *testing.T) {
 	c := startCluster(t, 1)
 	cli := etcdClient(t, c.endpoints())
@@ -149,8 +154,33 @@ func TestRelayUnderMTLS(t *testing.T) {
 			t.Errorf("owner %s: relayed refusal %q, direct %q; want the same, naming cn:team-a", tc.owner, status.Convert(rerr).Message(), status.Convert(derr).Message())
 		}
 	}
-	if n := forwards(t, followers[0].MetricsAddr, "forwarded"); n != perFollower+2 {
-		t.Errorf("follower 0 forwarded %v changes, want %d", n, perFollower+2)
+
+	// A request too large for the relay goes as its own call, the
+	// caller's names (any UTF-8) in a header.
+	for _, tc := range []struct {
+		owner string
+		want  codes.Code
+	}{{"a.big", codes.OK}, {"b.big", codes.PermissionDenied}} {
+		big := &ipamv1.SyncRequest{Owner: tc.owner}
+		for i := range 1500 {
+			big.Allocations = append(big.Allocations, &ipamv1.Allocation{Key: &ipamv1.Key{Namespace: "default", Name: fmt.Sprintf("big-%04d", i)}, Selector: net20})
+		}
+		if n := proto.Size(big); n <= 64<<10 {
+			t.Fatalf("the large Sync is only %d bytes", n)
+		}
+		resp, err := ipamv1.NewIPAMClient(dial(t, followers[0], s.equipeA)).Sync(ctx, big)
+		if status.Code(err) != tc.want || tc.want == codes.OK && len(resp.GetAllocations()) != 1500 {
+			t.Fatalf("large Sync of %s by cn:équipe-a through a follower: %d results, %v; want %v", tc.owner, len(resp.GetAllocations()), err, tc.want)
+		}
+		if err != nil && !strings.Contains(status.Convert(err).Message(), "équipe-a") {
+			t.Errorf("large Sync of %s refused %q, not naming cn:équipe-a", tc.owner, status.Convert(err).Message())
+		}
+	}
+	if n := forwards(t, followers[0].MetricsAddr, "forwarded"); n != perFollower+4 {
+		t.Errorf("follower 0 forwarded %v changes, want %d", n, perFollower+4)
+	}
+	if n := metric(t, followers[0].MetricsAddr, "ipam_etcd_transactions_total"); n != 0 {
+		t.Errorf("follower 0 committed %v etcd transactions, want 0", n)
 	}
 }
 
@@ -158,7 +188,7 @@ func TestRelayUnderMTLS(t *testing.T) {
 // certificate that is not a replica's (team-a, allowed on a.* only)
 // cannot have a change made as another identity: the leader refuses it
 // the Forward stream (PermissionDenied), whatever caller its calls name;
-// the ipam-forwarded-for header, at the leader or a follower, is refused
+// the ipam-forwarded-for-bin header, at the leader or a follower, is refused
 // (PermissionDenied); and the ipam-forwarded-by header only has its call
 // made where it arrives, as team-a itself.
 func TestRelayUnderMTLSRefusesNonReplicas(t *testing.T) {
@@ -199,10 +229,10 @@ func TestRelayUnderMTLSRefusesNonReplicas(t *testing.T) {
 		owner  string
 		want   codes.Code
 	}{
-		{"forwarded-for at the leader", first, []string{"ipam-forwarded-by", "x", "ipam-forwarded-for", "cn:ipamctl"}, "b.x", codes.PermissionDenied},
-		{"forwarded-for alone at the leader", first, []string{"ipam-forwarded-for", "cn:ipam-server"}, "b.x", codes.PermissionDenied},
-		{"forwarded-for at a follower", second, []string{"ipam-forwarded-for", "cn:ipamctl"}, "b.x", codes.PermissionDenied},
-		{"forwarded-for of itself", second, []string{"ipam-forwarded-for", "cn:team-a"}, "a.x", codes.PermissionDenied},
+		{"forwarded-for at the leader", first, []string{"ipam-forwarded-by", "x", "ipam-forwarded-for-bin", "cn:ipamctl"}, "b.x", codes.PermissionDenied},
+		{"forwarded-for alone at the leader", first, []string{"ipam-forwarded-for-bin", "cn:ipam-server"}, "b.x", codes.PermissionDenied},
+		{"forwarded-for at a follower", second, []string{"ipam-forwarded-for-bin", "cn:ipamctl"}, "b.x", codes.PermissionDenied},
+		{"forwarded-for of itself", second, []string{"ipam-forwarded-for-bin", "cn:team-a"}, "a.x", codes.PermissionDenied},
 		{"forwarded-by at the leader", first, []string{"ipam-forwarded-by", "x"}, "b.x", codes.PermissionDenied},
 		{"forwarded-by at a follower", second, []string{"ipam-forwarded-by", "x"}, "b.x", codes.PermissionDenied},
 		{"forwarded-by, own owner", second, []string{"ipam-forwarded-by", "x"}, "a.x", codes.OK},
