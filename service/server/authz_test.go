@@ -35,6 +35,12 @@ type authzSetup struct {
 
 func startAuthz(t *testing.T, extra ...string) authzSetup {
 	t.Helper()
+	return startAuthzWith(t, server.Config{})
+}
+
+// startAuthzWith is startAuthz with cfg's other settings.
+func startAuthzWith(t *testing.T, cfg server.Config) authzSetup {
+	t.Helper()
 	dir := t.TempDir()
 	certs := servertest.WriteCerts(t, dir)
 	token := filepath.Join(dir, "ci.token")
@@ -66,7 +72,8 @@ rules:
 `+strings.Join(extra, "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ts := startServer(t, server.Config{TLSCert: certs.ServerCert, TLSKey: certs.ServerKey, ClientCA: certs.CA, AuthzPolicy: policy})
+	cfg.TLSCert, cfg.TLSKey, cfg.ClientCA, cfg.AuthzPolicy = certs.ServerCert, certs.ServerKey, certs.CA, policy
+	ts := startServer(t, cfg)
 	return authzSetup{ts: ts, certs: certs, dir: dir, token: token}
 }
 

@@ -99,6 +99,13 @@ type Config struct {
 	// waits before it is refused ResourceExhausted; 0 means
 	// DefaultInflightWait.
 	InflightWait time.Duration
+	// MaxWatchesPerConn and MaxWatchesPerIdentity bound the Watch
+	// streams open at once on one connection and of one caller (an
+	// anonymous caller: of one IP address); 0 means
+	// DefaultMaxWatchesPerConn and DefaultMaxWatchesPerIdentity, a
+	// negative value no limit.
+	MaxWatchesPerConn     int
+	MaxWatchesPerIdentity int
 
 	// Listener, MetricsListener and WebListener, when set, are used
 	// instead of Listen, MetricsAddr and WebAddr (tests pass loopback
@@ -334,6 +341,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		auth = &authenticator{clientCAs: clientCAs, policy: policy, log: log, certs: map[[32]byte]verified{}}
 		unary, stream = append(unary, auth.unary), append(stream, auth.stream)
 	}
+	stream = append(stream, newWatchLimits(cfg, log).stream) // after auth: it names the caller
 	// Replicas of a store with a write lead forward changes to the leader:
 	// over plaintext, or under mTLS when the policy names the replicas;
 	// otherwise each commits its own (the lead is not campaigned for).

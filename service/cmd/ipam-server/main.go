@@ -41,6 +41,8 @@ func main() {
 	flag.BoolVar(&cfg.RecoverTruncated, "recover-truncated", false, "start although the file store's log ends before the last acknowledged change (a cut or deleted file), accepting the loss; the lost range is logged")
 	flag.Int64Var(&cfg.MaxInflightBytes, "max-inflight-bytes", server.DefaultMaxInflightBytes, "memory budget of the requests in flight, in bytes: each is charged "+fmt.Sprint(server.RequestMemoryFactor)+" times its encoded size until answered, and one that does not fit waits --inflight-wait, then is refused ResourceExhausted (<0: no budget)")
 	flag.DurationVar(&cfg.InflightWait, "inflight-wait", server.DefaultInflightWait, "how long a request waits for room in --max-inflight-bytes before it is refused")
+	flag.IntVar(&cfg.MaxWatchesPerConn, "max-watches-per-conn", server.DefaultMaxWatchesPerConn, "most Watch streams open at once on one connection; more are refused with ResourceExhausted (<0: no limit)")
+	flag.IntVar(&cfg.MaxWatchesPerIdentity, "max-watches-per-identity", server.DefaultMaxWatchesPerIdentity, "most Watch streams open at once of one caller over all its connections: its certificate's or token's identity, or its IP address (IPv6: its /64) when anonymous; more are refused with ResourceExhausted (<0: no limit)")
 	flag.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long a graceful shutdown waits for in-flight calls")
 	flag.Parse()
 	if flag.NArg() > 0 {
