@@ -208,11 +208,7 @@ func (a *authenticator) verifyCerts(certs []*x509.Certificate) ([]string, error)
 // authorizeHTTP refuses a web view request whose caller is unknown
 // (web.UnauthenticatedError) or may not read.
 func (a *authenticator) authorizeHTTP(r *http.Request) error {
-	var certs []*x509.Certificate
-	if r.TLS != nil {
-		certs = r.TLS.PeerCertificates
-	}
-	c, err := a.identify(certs, r.Header.Values("Authorization"), nil)
+	c, err := a.identify(httpCerts(r), r.Header.Values("Authorization"), nil)
 	if err != nil {
 		a.refused(r.RemoteAddr, "web "+r.URL.Path, err)
 		return &web.UnauthenticatedError{Err: err}
@@ -224,6 +220,24 @@ func (a *authenticator) authorizeHTTP(r *http.Request) error {
 		}
 	}
 	return nil
+}
+
+// clientHTTP names the client of an authorized web view request, for
+// the limit on its live-update streams, as a Watch's caller is named.
+func (a *authenticator) clientHTTP(r *http.Request) string {
+	c, err := a.identify(httpCerts(r), r.Header.Values("Authorization"), nil)
+	if err != nil {
+		c = caller{}
+	}
+	return callerName(c.principal, r.RemoteAddr)
+}
+
+// httpCerts is the TLS peer chain of an HTTP request, leaf first.
+func httpCerts(r *http.Request) []*x509.Certificate {
+	if r.TLS == nil {
+		return nil
+	}
+	return r.TLS.PeerCertificates
 }
 
 // certNames are the names a verified certificate goes by: its URI SANs,

@@ -35,11 +35,11 @@ type authzSetup struct {
 
 func startAuthz(t *testing.T, extra ...string) authzSetup {
 	t.Helper()
-	return startAuthzWith(t, server.Config{})
+	return startAuthzWith(t, server.Config{}, extra...)
 }
 
 // startAuthzWith is startAuthz with cfg's other settings.
-func startAuthzWith(t *testing.T, cfg server.Config) authzSetup {
+func startAuthzWith(t *testing.T, cfg server.Config, extra ...string) authzSetup {
 	t.Helper()
 	dir := t.TempDir()
 	certs := servertest.WriteCerts(t, dir)

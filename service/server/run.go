@@ -422,8 +422,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			}
 			return sub, nil
 		}}
+		wcfg.Client = func(r *http.Request) string { return callerName(authz.Principal{}, r.RemoteAddr) }
 		if auth != nil {
-			wcfg.Authorize = auth.authorizeHTTP
+			wcfg.Authorize, wcfg.Client = auth.authorizeHTTP, auth.clientHTTP
 		}
 		if webSrv, err = serveHTTP("web", cfg.WebAddr, cfg.WebListener, web.New(wcfg), tlsConf, log); err != nil {
 			gs.Stop()

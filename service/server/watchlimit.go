@@ -106,10 +106,17 @@ func (l *watchLimits) names(ctx context.Context) (conn, caller string) {
 	if pe, ok := peer.FromContext(ctx); ok && pe.Addr != nil {
 		conn = pe.Addr.String()
 	}
-	if pr := principalOf(ctx); len(pr.Names) > 0 && pr.Names[0] != authz.Anonymous {
-		return conn, pr.String()
+	return conn, callerName(principalOf(ctx), conn)
+}
+
+// callerName names, for the limits on what one caller may hold open, the
+// caller pr calling from addr (host:port): its first name, or when it is
+// anonymous (or not authenticated at all) its address group.
+func callerName(pr authz.Principal, addr string) string {
+	if len(pr.Names) > 0 && pr.Names[0] != authz.Anonymous {
+		return pr.String()
 	}
-	return conn, "anonymous from " + addrGroup(conn)
+	return "anonymous from " + addrGroup(addr)
 }
 
 // addrGroup is the IP address of a host:port, or its /64 for IPv6; the

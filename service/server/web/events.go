@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -43,13 +44,13 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "live updates are not available", http.StatusNotImplemented)
 		return
 	}
-	if h.streams.Add(1) > MaxStreams {
-		h.streams.Add(-1)
+	client := h.cfg.Client(r)
+	if code, msg := h.openStream(client); code != http.StatusOK {
 		w.Header().Set("Retry-After", "30")
-		http.Error(w, "too many live-update streams are open", http.StatusServiceUnavailable)
+		http.Error(w, msg, code)
 		return
 	}
-	defer h.streams.Add(-1)
+	defer h.closeStream(client)
 	sub, err := h.cfg.Subscribe()
 	if err != nil {
 		http.Error(w, capText(err.Error(), 512), http.StatusServiceUnavailable)
@@ -89,6 +90,33 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		}
+	}
+}
+
+// openStream counts a live-update stream of client in, or returns why it
+// is refused: 503 when MaxStreams are open, 429 when the client has
+// MaxStreamsPerClient open.
+func (h *handler) openStream(client string) (int, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.streams >= MaxStreams {
+		return http.StatusServiceUnavailable, "too many live-update streams are open"
+	}
+	if h.clients[client] >= MaxStreamsPerClient {
+		return http.StatusTooManyRequests, fmt.Sprintf("too many live-update streams of this client: at most %d may be open at once; close a page first", MaxStreamsPerClient)
+	}
+	h.streams++
+	h.clients[client]++
+	return http.StatusOK, ""
+}
+
+// closeStream counts a live-update stream of client out.
+func (h *handler) closeStream(client string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.streams--
+	if h.clients[client]--; h.clients[client] <= 0 {
+		delete(h.clients, client)
 	}
 }
 

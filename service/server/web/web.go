@@ -16,10 +16,11 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -52,6 +53,11 @@ const (
 	MaxQuery = 256
 	// MaxStreams bounds the live-update streams open at once.
 	MaxStreams = 256
+	// MaxStreamsPerClient bounds the live-update streams of one client
+	// (Config.Client) open at once, so that one client cannot take all
+	// MaxStreams: a page holds one, and a browser rarely shows more
+	// than a dozen pages of one site.
+	MaxStreamsPerClient = 16
 	// Heartbeat is how often an idle live-update stream sends a comment,
 	// so that proxies keep it open.
 	Heartbeat = 15 * time.Second
@@ -74,16 +80,23 @@ type Config struct {
 	// Authorize refuses a request whose caller may not read (and logs
 	// it); nil allows every caller.
 	Authorize func(r *http.Request) error
+	// Client names the client of an authorized request, for the limit
+	// on the live-update streams of one client; nil: the request's
+	// remote IP address.
+	Client func(r *http.Request) string
 	// Log receives rendering failures; nil discards.
 	Log *slog.Logger
 }
 
 // handler serves the web view.
 type handler struct {
-	cfg     Config
-	pages   map[string]*template.Template
-	mux     *http.ServeMux
-	streams atomic.Int64
+	cfg   Config
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+
+	mu      sync.Mutex
+	streams int            // live-update streams open
+	clients map[string]int // live-update streams open by client
 }
 
 // New returns the web view's handler.
@@ -91,7 +104,10 @@ func New(cfg Config) http.Handler {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{cfg: cfg, pages: parseTemplates(), mux: http.NewServeMux()}
+	if cfg.Client == nil {
+		cfg.Client = remoteIP
+	}
+	h := &handler{cfg: cfg, pages: parseTemplates(), mux: http.NewServeMux(), clients: map[string]int{}}
 	static, _ := fs.Sub(staticFS, "static")
 	h.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	h.mux.HandleFunc("GET /{$}", h.vrfList)
@@ -158,4 +174,14 @@ func param(r *http.Request, k string) (string, error) {
 		return "", errors.New("parameter " + k + " exceeds " + strconv.Itoa(MaxQuery) + " bytes")
 	}
 	return v, nil
+}
+
+// remoteIP is the IP address of a request's client (its remote address
+// without the port).
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }

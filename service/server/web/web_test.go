@@ -20,6 +20,7 @@ import (
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/server"
 	"github.com/nephio-project/ipam/service/server/servertest"
+	"github.com/nephio-project/ipam/service/server/web"
 )
 
 // site is a real ipam-server (in-memory store) with its web view.
@@ -341,4 +342,111 @@ func TestMutualTLS(t *testing.T) {
 		}
 	}
 	_ = url.Values{}
+}
+
+// openEvents opens a live-update stream with client c and headers
+// (name, value pairs). It returns the response's status and its
+// Retry-After header, and the function that closes a stream (200) once
+// it is open.
+func (s *site) openEvents(t *testing.T, c *http.Client, header ...string) (code int, retryAfter string, close func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/events", nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After"), nil
+	}
+	close = func() { cancel(); resp.Body.Close() }
+	t.Cleanup(close)
+	r := bufio.NewReader(resp.Body)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line == ": open\n" {
+			return resp.StatusCode, "", close
+		}
+	}
+}
+
+// clientFrom is an HTTP client whose connections come from the local
+// address ip (a loopback address other than 127.0.0.1 plays another
+// host).
+func clientFrom(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+// TestLiveEventsPerClient: one client cannot take all the live-update
+// streams. A client (its identity when the request is authenticated,
+// else its address) holding web.MaxStreamsPerClient streams is refused
+// another with 429 and Retry-After while another client still gets one,
+// and a stream it closes frees its slot.
+func TestLiveEventsPerClient(t *testing.T) {
+	dir := t.TempDir()
+	sum := func(tok string) string { h := sha256.Sum256([]byte(tok)); return hex.EncodeToString(h[:]) }
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte(`apiVersion: ipam.nephio.org/v1alpha1
+kind: AuthorizationPolicy
+tokens:
+- identity: alice
+  sha256: `+sum("alice-token")+`
+- identity: bob
+  sha256: `+sum("bob-token")+`
+rules:
+- identities: [token:alice, token:bob, anonymous]
+  read: true
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name          string
+		cfg           server.Config
+		first, second []string // headers of the two clients
+		secondFrom    string   // local address of the second client
+	}{
+		{name: "anonymous clients by address", secondFrom: "127.0.0.2"},
+		{name: "authenticated clients by identity", cfg: server.Config{AuthzPolicy: policy},
+			first: []string{"Authorization", "Bearer alice-token"}, second: []string{"Authorization", "Bearer bob-token"}, secondFrom: "127.0.0.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startSite(t, tc.cfg)
+			first := &http.Client{Transport: &http.Transport{}}
+			var closers []func()
+			for i := range web.MaxStreamsPerClient {
+				code, _, close := s.openEvents(t, first, tc.first...)
+				if code != http.StatusOK {
+					t.Fatalf("stream %d of %d: %d", i+1, web.MaxStreamsPerClient, code)
+				}
+				closers = append(closers, close)
+			}
+			code, retry, _ := s.openEvents(t, first, tc.first...)
+			if code != http.StatusTooManyRequests || retry == "" {
+				t.Fatalf("stream %d of one client: %d, Retry-After %q; want 429 with Retry-After", web.MaxStreamsPerClient+1, code, retry)
+			}
+			if code, _, _ := s.openEvents(t, clientFrom(tc.secondFrom), tc.second...); code != http.StatusOK {
+				t.Fatalf("another client's stream: %d", code)
+			}
+			// The server sees a closed stream end a moment later.
+			closers[0]()
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				code, _, _ := s.openEvents(t, first, tc.first...)
+				if code == http.StatusOK {
+					break
+				}
+				if code != http.StatusTooManyRequests || time.Now().After(deadline) {
+					t.Fatalf("a stream after one was closed: %d", code)
+				}
+			}
+		})
+	}
 }
