@@ -36,11 +36,21 @@ const (
 // concurrent calls (with 32, 64 clients allocated 10-15% slower).
 const StreamWorkers = 128
 
+// MaxConcurrentStreams bounds the calls in flight at once on one
+// connection to ipam-server (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): a
+// client at the limit waits for one of its calls to end before it starts
+// another, so that one connection cannot make the server hold more
+// handlers, goroutines and stream buffers than that. The project's
+// busiest connection carries 64 calls at once; its Watch streams are
+// capped much lower by ipam-server itself.
+const MaxConcurrentStreams = 1024
+
 // ServerOptions returns the transport options of ipam-server.
 func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMsgSize),
 		grpc.NumStreamWorkers(StreamWorkers),
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.StaticStreamWindowSize(StreamWindow),
 		grpc.StaticConnWindowSize(ConnWindow),
 	}

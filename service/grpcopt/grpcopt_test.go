@@ -6,9 +6,12 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/nephio-project/ipam/service/grpcopt"
@@ -147,4 +150,60 @@ func TestOptions(t *testing.T) {
 	if got := call(big); !bytes.Equal(got, big) {
 		t.Errorf("echo of %d bytes came back as %d bytes", len(big), len(got))
 	}
+}
+
+// TestMaxConcurrentStreams: a connection to a server with the options
+// carries at most MaxConcurrentStreams calls at once; the client's next
+// call waits until one of them ends.
+func TestMaxConcurrentStreams(t *testing.T) {
+	started := make(chan struct{}, grpcopt.MaxConcurrentStreams+1)
+	hold := grpc.ServiceDesc{
+		ServiceName: "grpcopt.test.Hold",
+		HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{{StreamName: "Hold", ServerStreams: true, Handler: func(_ any, ss grpc.ServerStream) error {
+			started <- struct{}{}
+			<-ss.Context().Done()
+			return nil
+		}}},
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(grpcopt.ServerOptions()...)
+	gs.RegisterService(&hold, struct{}{})
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), append(grpcopt.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	open := func(ctx context.Context) error {
+		_, err := conn.NewStream(ctx, &hold.Streams[0], "/grpcopt.test.Hold/Hold")
+		return err
+	}
+
+	var cancels []context.CancelFunc
+	for i := range grpcopt.MaxConcurrentStreams {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		cancels = append(cancels, cancel)
+		if err := open(ctx); err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+		<-started
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := open(ctx); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("call %d: %v, want it to wait for a free stream (DeadlineExceeded)", grpcopt.MaxConcurrentStreams+1, err)
+	}
+	cancels[0]()
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := open(ctx); err != nil {
+		t.Fatalf("call after one ended: %v", err)
+	}
+	<-started
 }
