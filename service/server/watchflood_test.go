@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +25,9 @@ import (
 // all of them together DefaultMaxWatchesPerIdentity (they share an
 // address), the others are refused with ResourceExhausted, the server's
 // memory grows by little and Allocate still answers. It logs the numbers.
+// Without the limits, a connection holds grpcopt.MaxConcurrentStreams
+// Watch streams and its next Watch waits: the test fails at the first
+// Watch not answered within 10 s.
 func TestWatchFlood(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs ipam-server")
@@ -55,15 +59,28 @@ func TestWatchFlood(t *testing.T) {
 				next <- struct{}{}
 			}
 		}()
+		// A connection carries at most grpcopt.MaxConcurrentStreams: a
+		// Watch past them waits for one to end, which no open Watch does.
+		var stalled atomic.Bool
 		var wg sync.WaitGroup
 		for range 64 {
 			wg.Go(func() {
 				for range next {
-					err := watchOpen(fc.Watch(ctx, &ipamv1.WatchRequest{}))
+					if stalled.Load() {
+						continue
+					}
+					wctx, wcancel := context.WithCancel(ctx)
+					timer := time.AfterFunc(10*time.Second, func() { stalled.Store(true); wcancel() })
+					err := watchOpen(fc.Watch(wctx, &ipamv1.WatchRequest{}))
+					if timer.Stop() && err != nil {
+						wcancel()
+					}
 					mu.Lock()
-					if err == nil {
+					switch {
+					case stalled.Load(): // reported once the connection's attempts end
+					case err == nil:
 						accepted[i]++
-					} else {
+					default:
 						msg := status.Convert(err).Message()
 						if i := strings.Index(msg, "--max-watches"); i >= 0 {
 							msg = msg[i:]
@@ -75,10 +92,17 @@ func TestWatchFlood(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		if stalled.Load() {
+			t.Fatalf("connection %d: a Watch was not answered within 10 s, with %d Watch streams open on it", i, accepted[i])
+		}
 	}
 	opened := time.Since(start)
 	rss1 := peakRSS(t, pid)
-	during := allocateLatency(t, c, "during", 200)
+	t.Logf("%d attempts over %d connections in %s: accepted %v, refused %v", conns*attempts, conns, opened.Round(time.Millisecond), accepted, refused)
+	t.Logf("server peak RSS %d MiB before, %d MiB after", rss0>>20, rss1>>20)
+	if grown := rss1 - rss0; grown > 64<<20 {
+		t.Errorf("the server's peak RSS grew by %d MiB, more than 64 MiB", grown>>20)
+	}
 	total := 0
 	for i, n := range accepted {
 		total += n
@@ -87,18 +111,15 @@ func TestWatchFlood(t *testing.T) {
 		}
 	}
 	if total != server.DefaultMaxWatchesPerIdentity {
-		t.Errorf("%d Watch streams accepted in all, want %d", total, server.DefaultMaxWatchesPerIdentity)
+		// (With thousands open, each Allocate below would take seconds.)
+		t.Fatalf("%d Watch streams accepted in all, want %d", total, server.DefaultMaxWatchesPerIdentity)
 	}
 	for msg := range refused {
 		if !strings.HasPrefix(msg, "ResourceExhausted --max-watches-per-") {
 			t.Errorf("refused with %q, want ResourceExhausted naming its flag", msg)
 		}
 	}
-	if grown := rss1 - rss0; grown > 64<<20 {
-		t.Errorf("the server's peak RSS grew by %d MiB, more than 64 MiB", grown>>20)
-	}
-	t.Logf("%d attempts over %d connections in %s: accepted %v, refused %v", conns*attempts, conns, opened.Round(time.Millisecond), accepted, refused)
-	t.Logf("server peak RSS %d MiB before, %d MiB after", rss0>>20, rss1>>20)
+	during := allocateLatency(t, c, "during", 200)
 	t.Logf("Allocate latency median/p99/max: before %v, with the streams open %v", before, during)
 }
 
