@@ -19,16 +19,18 @@ import (
 )
 
 // tryWatch starts an unfiltered Watch and, once the server acknowledged
-// it, returns the function that closes it; or the server's refusal.
-func tryWatch(t *testing.T, c ipamv1.IPAMClient) (context.CancelFunc, error) {
+// it, returns it and the function that closes it; or the server's
+// refusal.
+func tryWatch(t *testing.T, c ipamv1.IPAMClient) (grpc.ServerStreamingClient[ipamv1.WatchEvent], context.CancelFunc, error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := watchOpen(c.Watch(ctx, &ipamv1.WatchRequest{})); err != nil {
+	w, err := c.Watch(ctx, &ipamv1.WatchRequest{})
+	if err := watchOpen(w, err); err != nil {
 		cancel()
-		return nil, err
+		return nil, nil, err
 	}
-	return cancel, nil
+	return w, cancel, nil
 }
 
 // watchOpen waits for the server's answer to a Watch: nil when it
@@ -50,7 +52,7 @@ func watchN(t *testing.T, c ipamv1.IPAMClient, n int) []context.CancelFunc {
 	t.Helper()
 	var closers []context.CancelFunc
 	for i := range n {
-		cl, err := tryWatch(t, c)
+		_, cl, err := tryWatch(t, c)
 		if err != nil {
 			t.Fatalf("Watch %d of %d: %v", i+1, n, err)
 		}
@@ -63,7 +65,7 @@ func watchN(t *testing.T, c ipamv1.IPAMClient, n int) []context.CancelFunc {
 // and a message holding each of want.
 func watchRefused(t *testing.T, c ipamv1.IPAMClient, want ...string) {
 	t.Helper()
-	_, err := tryWatch(t, c)
+	_, _, err := tryWatch(t, c)
 	st := wantStatus(t, err, codes.ResourceExhausted, "")
 	for _, w := range want {
 		if !strings.Contains(st.Message(), w) {
@@ -75,13 +77,14 @@ func watchRefused(t *testing.T, c ipamv1.IPAMClient, want ...string) {
 // watchEventually opens a Watch on c, retrying while the server refuses
 // it with ResourceExhausted: a stream's slots are given back when the
 // server's handler returns, just after the client sees the stream end.
-func watchEventually(t *testing.T, c ipamv1.IPAMClient) context.CancelFunc {
+// It returns the stream and the function that closes it.
+func watchEventually(t *testing.T, c ipamv1.IPAMClient) (grpc.ServerStreamingClient[ipamv1.WatchEvent], context.CancelFunc) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		cl, err := tryWatch(t, c)
+		w, cl, err := tryWatch(t, c)
 		if err == nil {
-			return cl
+			return w, cl
 		}
 		if status.Code(err) != codes.ResourceExhausted || time.Now().After(deadline) {
 			t.Fatalf("Watch after a stream ended: %v", err)
@@ -164,7 +167,7 @@ func TestWatchLimitPerIdentity(t *testing.T) {
 		cert, keyFile = s.certs.WriteClient(t, "nobody", servertest.ClientCert{CommonName: "nobody"})
 		nobody := s.client(t, cert, keyFile, "")
 		for range 2 * cfg.MaxWatchesPerIdentity {
-			_, err := tryWatch(t, nobody)
+			_, _, err := tryWatch(t, nobody)
 			if status.Code(err) != codes.PermissionDenied {
 				t.Fatalf("Watch of a caller without read: %v, want PermissionDenied", err)
 			}
@@ -182,14 +185,12 @@ func TestWatchLimitSlotsFreed(t *testing.T) {
 
 	// Cancelled by the client, many times over.
 	for range 10 {
-		watchEventually(t, c)()
+		_, closeWatch := watchEventually(t, c)
+		closeWatch()
 	}
 
 	// Ended by the server: the watcher does not read and falls behind.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	slow, err := c.Watch(ctx, &ipamv1.WatchRequest{})
-	must(t, watchOpen(slow, err))
+	slow, _ := watchEventually(t, c)
 	watchRefused(t, c, "--max-watches-per-conn")
 	req := &ipamv1.SyncRequest{Owner: "pkg"}
 	for i := range 100 {
