@@ -238,6 +238,7 @@ func (t *tx) keepAllocation(os *ownerState, rec allocRec, r *Allocation) (Result
 //
 //go:noinline
 func (t *tx) recordAlloc(r *Allocation, res Result) {
+	t.changed = true
 	if t.replay || t.norec {
 		return
 	}

@@ -29,6 +29,10 @@ const (
 	MaxListEntries = 1 << 16
 	// MaxSourceLength bounds the source of a Sync (a package's URL).
 	MaxSourceLength = 1024
+	// MaxGeneration bounds the owner generation a Sync may carry (see
+	// SyncRequest.Generation), far above what renders reach, so that the
+	// owner's next generation never wraps around.
+	MaxGeneration = 1 << 62
 	// MaxQuoted is how much of a client's value an error message repeats.
 	MaxQuoted = 64
 )

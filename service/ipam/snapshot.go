@@ -102,9 +102,13 @@ func (a *Allocator) capture(at func()) captured {
 	c.allocs = make([]snapAlloc, 0, n)
 	for _, os := range owners {
 		// An owner without objects accepts any identity (see bind):
-		// forgetting it loses nothing.
-		if os.info != (OwnerInfo{}) && !os.empty() {
-			info := os.info
+		// forgetting its binding loses nothing. Its generation stays, or
+		// a stale copy of its package could take it again.
+		info := os.info
+		if os.empty() {
+			info = OwnerInfo{Generation: info.Generation}
+		}
+		if info != (OwnerInfo{}) {
 			c.owners = append(c.owners, Record{Op: OpPutOwner, Key: Key{Owner: os.name}, Owner: &info})
 		}
 		for _, o := range os.prefixes {

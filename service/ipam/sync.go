@@ -45,8 +45,9 @@ func (a *Allocator) Sync(ctx context.Context, req SyncRequest) (SyncResult, erro
 }
 
 // bind checks the identity of req against the one os is bound to, binds
-// os to it and records req's source. It returns the identity an adopting
-// request took the owner from.
+// os to it and records req's source in os.info (the caller journals
+// os.info once). It returns the identity an adopting request took the
+// owner from.
 func (t *tx) bind(os *ownerState, req SyncRequest) (adopted string, err error) {
 	info := os.info
 	if req.Identity != "" && req.Identity != info.Identity {
@@ -68,14 +69,39 @@ func (t *tx) bind(os *ownerState, req SyncRequest) (adopted string, err error) {
 	if req.Source != "" {
 		info.Source = req.Source
 	}
+	t.setInfo(os, info)
+	return adopted, nil
+}
+
+// advance moves the owner's generation past a Sync that changed its
+// objects, after checking that req was built from the owner's current
+// generation (see SyncRequest.Generation).
+func (t *tx) advance(os *ownerState, req SyncRequest) error {
+	info := os.info
+	if !req.CheckGeneration {
+		if info.Generation == 0 {
+			return nil // not counted: no checking Sync changed the owner yet
+		}
+		req.Generation = 0
+	} else if req.Generation < info.Generation && !req.Adopt {
+		return errf(ErrInUse, "Sync", Key{Name: req.Owner}, "generation",
+			"owner %s is at generation %d, and this package at %d: another copy of the package changed the owner's objects "+
+				"since this one was rendered; a request from the current copy, or one that adopts the owner, is accepted",
+			Quote(req.Owner), info.Generation, req.Generation)
+	}
+	info.Generation = max(info.Generation, req.Generation) + 1
+	t.setInfo(os, info)
+	return nil
+}
+
+// setInfo sets what the allocator keeps about os, undoably.
+func (t *tx) setInfo(os *ownerState, info OwnerInfo) {
 	if info == os.info {
-		return adopted, nil
+		return
 	}
 	old := os.info
 	os.info = info
 	t.onUndo(func() { os.info = old })
-	t.record(Record{Op: OpPutOwner, Key: Key{Owner: os.name}, Owner: &info})
-	return adopted, nil
 }
 
 // withOwner sets the owner of every object's key but the allocations'.
@@ -107,6 +133,9 @@ func checkSyncRequest(req SyncRequest) ([]int, error) {
 	}
 	if err := checkText("Sync", Key{Name: req.Owner}, "source", req.Source, MaxSourceLength); err != nil {
 		return nil, err
+	}
+	if req.Generation > MaxGeneration {
+		return nil, errf(ErrInvalid, "Sync", Key{Name: req.Owner}, "generation", "%d exceeds the limit of %d", req.Generation, uint64(MaxGeneration))
 	}
 	n := len(req.NetworkInstances) + len(req.Prefixes) + len(req.Ranges) + len(req.Allocations)
 	if n > MaxSyncItems {
@@ -184,6 +213,7 @@ func (t *tx) sync(os *ownerState, req SyncRequest, byKey []int) (SyncResult, err
 		t.slab = make([]AllocationRecord, 0, len(req.Allocations))
 	}
 	t.undo = slices.Grow(t.undo[:0], n)
+	info := os.info
 	var err error
 	if res.Adopted, err = t.bind(os, req); err != nil {
 		return SyncResult{}, err
@@ -227,6 +257,16 @@ func (t *tx) sync(os *ownerState, req SyncRequest, byKey []int) (SyncResult, err
 	if len(errs) > 0 {
 		return SyncResult{}, &SyncError{Errs: errs}
 	}
+	if t.changed { // an object changed: bind records nothing
+		if err := t.advance(os, req); err != nil {
+			return SyncResult{}, err
+		}
+	}
+	if os.info != info {
+		info := os.info
+		t.record(Record{Op: OpPutOwner, Key: Key{Owner: os.name}, Owner: &info})
+	}
+	res.Generation = os.info.Generation
 	return res, nil
 }
 

@@ -44,6 +44,9 @@ type tx struct {
 	// allowed lists the network instances it allowed.
 	authz   Authorizer
 	allowed []string
+	// changed: the mutation made a change that has a record (built or
+	// not, see norec). A Sync that changes nothing has none.
+	changed bool
 }
 
 // txPool recycles the transactions of mutations with their undo logs.
@@ -185,6 +188,7 @@ func (t *tx) pushUndo(u undoStep) {
 }
 
 func (t *tx) record(r Record) {
+	t.changed = true
 	if !t.replay && !t.norec {
 		t.recs = append(t.recs, r)
 	}

@@ -249,6 +249,10 @@ type OwnerInfo struct {
 	Identity string
 	// Source is where that package lives (see SyncRequest.Source).
 	Source string
+	// Generation counts the Syncs that changed the owner's objects since
+	// a checking Sync first did (see SyncRequest.Generation); 0: not
+	// counted.
+	Generation uint64
 }
 
 // Journal receives the records of every committed mutation in commit order.
@@ -304,11 +308,30 @@ type Committer interface {
 // in a Git repository, or porch:<namespace>/<repository>/<package>); the
 // owner keeps the last one it was sent, for people (the web view links
 // an owner to it). It is text, never fetched.
+//
+// Generation, with CheckGeneration, is the owner generation the package
+// was last rendered at (0: never). The owner's generation counts the
+// Syncs that changed its objects; it only starts counting (above 0) at
+// the first changing Sync with CheckGeneration, so owners of callers that
+// never check (controllers, the Porch injector) keep 0 and no record of
+// it. A checking Sync that would change the owner's objects while its
+// Generation is below the owner's is refused with ErrInUse (field
+// "generation") and changes nothing: another copy of the package changed
+// the owner since this one was rendered, and pruning from the stale copy
+// would release the other copy's objects (optimistic concurrency, as the
+// Kubernetes API server does with resourceVersion). A stale request that
+// changes nothing is accepted: the owner already holds what it declares.
+// Adopt skips the check. A changing Sync moves the owner to
+// max(owner's, Generation)+1, so a package ahead of the server (which
+// lost the owner) stays ahead of its stale copies; SyncResult.Generation
+// is the owner's generation afterwards, for the package to keep.
 type SyncRequest struct {
 	Owner            string
 	Identity         string
 	Source           string
 	Adopt            bool
+	Generation       uint64
+	CheckGeneration  bool
 	NetworkInstances []NetworkInstance
 	Prefixes         []Prefix
 	Ranges           []IPRange
@@ -319,12 +342,14 @@ type SyncRequest struct {
 // SyncResult reports a successful Sync: one result per desired prefix and
 // allocation, in request order, and the keys deleted by pruning.
 // Adopted is the identity the owner was bound to before an adopting Sync
-// took it over, else empty.
+// took it over, else empty. Generation is the owner's generation after
+// the Sync (see SyncRequest.Generation).
 type SyncResult struct {
 	Prefixes    []Result
 	Allocations []Result
 	Released    []Released
 	Adopted     string
+	Generation  uint64
 }
 
 // Released names an object deleted by a Sync because it was no longer
