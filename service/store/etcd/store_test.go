@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -344,5 +345,44 @@ func TestOwnerIdentityAcrossReplicas(t *testing.T) {
 	req.NetworkInstances = append(req.NetworkInstances, ipam.NetworkInstance{Key: ipam.Key{Name: "vpc-2"}})
 	if _, err := a.Sync(ctx, req); !errors.Is(err, ipam.ErrInUse) {
 		t.Fatalf("a change from the first package after the adoption: %v, want refused", err)
+	}
+}
+
+// TestOwnerGenerationAcrossReplicas: the owner generation is a stored
+// record: a change from a stale copy of the package reaches etcd stale on
+// the replica that had not seen the copy's change, catches up and is
+// refused; a replica restored from etcd knows the generation.
+func TestOwnerGenerationAcrossReplicas(t *testing.T) {
+	c := startCluster(t, 1)
+	a, _ := newReplica(t, c.endpoints(), "/gen/")
+	b, _ := newReplica(t, c.endpoints(), "/gen/")
+	ctx := context.Background()
+	req := ipam.SyncRequest{Owner: "pkg", Identity: "id-A", CheckGeneration: true, Prune: true,
+		NetworkInstances: []ipam.NetworkInstance{{Key: ipam.Key{Name: "vpc-1"}, Prefixes: []ipam.VRFPrefix{{Prefix: netip.MustParsePrefix("10.0.0.0/8")}}}}}
+	if res, err := a.Sync(ctx, req); err != nil || res.Generation != 1 {
+		t.Fatalf("first render: %+v, %v", res, err)
+	}
+	// The copy, at generation 1, adds a network instance through b.
+	copyReq := req
+	copyReq.Generation = 1
+	copyReq.NetworkInstances = append(slices.Clone(req.NetworkInstances), ipam.NetworkInstance{Key: ipam.Key{Name: "vpc-2"}})
+	if res, err := b.Sync(ctx, copyReq); err != nil || res.Generation != 2 {
+		t.Fatalf("the copy's render: %+v, %v", res, err)
+	}
+	// The original, also at generation 1, adds another through a, which
+	// may not have applied the copy's change yet.
+	origReq := req
+	origReq.Generation = 1
+	origReq.NetworkInstances = append(slices.Clone(req.NetworkInstances), ipam.NetworkInstance{Key: ipam.Key{Name: "vpc-3"}})
+	var e *ipam.Error
+	if _, err := a.Sync(ctx, origReq); !errors.Is(err, ipam.ErrInUse) || !errors.As(err, &e) || e.Field != "generation" {
+		t.Fatalf("the stale original's render: %v, want refused on generation", err)
+	}
+	fresh, _ := newReplica(t, c.endpoints(), "/gen/")
+	if got := fresh.OwnerOf("pkg").Generation; got != 2 {
+		t.Fatalf("restored replica: generation %d, want 2", got)
+	}
+	if _, err := fresh.Sync(ctx, origReq); !errors.Is(err, ipam.ErrInUse) {
+		t.Fatalf("the stale original on a restored replica: %v, want refused", err)
 	}
 }

@@ -127,7 +127,7 @@ type step struct {
 // workload exercises every record kind: network instances with aggregates,
 // prefixes of every kind, ranges with exclusions and pre-allocations,
 // addresses, blocks, sub-prefixes, re-allocations, releases, Sync batches
-// with pruning and package identities, and deletions.
+// with pruning, package identities and owner generations, and deletions.
 func workload() []step {
 	alloc := func(r ipam.Allocation) func(a *ipam.Allocator) error {
 		return func(a *ipam.Allocator) error { _, err := a.Allocate(context.Background(), r); return err }
@@ -192,6 +192,20 @@ func workload() []step {
 					{Key: ipam.Key{Namespace: "p", Name: "y"}, Selector: ipam.Labels{ipam.LabelNetworkInstance: "vpc-1", ipam.LabelNetworkName: "pkgnet"}},
 					{Key: ipam.Key{Namespace: "p", Name: "w"}, Selector: ipam.Labels{ipam.LabelNetworkInstance: "vpc-1", ipam.LabelNetworkName: "pkgnet"}},
 				}})
+			return err
+		}},
+		{"sync gen, counted", func(a *ipam.Allocator) error {
+			_, err := a.Sync(context.Background(), ipam.SyncRequest{Owner: "gen", Identity: "gen-id", CheckGeneration: true, Prune: true,
+				Allocations: []ipam.Allocation{{Key: ipam.Key{Namespace: "g", Name: "x"}, Selector: sel1, AddressFamily: ipam.IPv4}}})
+			return err
+		}},
+		{"sync gen2, counted", func(a *ipam.Allocator) error {
+			_, err := a.Sync(context.Background(), ipam.SyncRequest{Owner: "gen2", Identity: "gen2-id", CheckGeneration: true, Generation: 6, Prune: true,
+				Allocations: []ipam.Allocation{{Key: ipam.Key{Namespace: "g", Name: "y"}, Selector: sel1, AddressFamily: ipam.IPv4}}})
+			return err
+		}},
+		{"sync gen2 emptied", func(a *ipam.Allocator) error {
+			_, err := a.Sync(context.Background(), ipam.SyncRequest{Owner: "gen2", Identity: "gen2-id", CheckGeneration: true, Generation: 7, Prune: true})
 			return err
 		}},
 		{"vpc-2 aggregate", prefix(ipam.Prefix{Key: infra("agg-v2"), NetworkInstance: "vpc-2", Kind: ipam.KindAggregate, Prefix: pfx("10.0.0.0/8")})},
@@ -282,6 +296,12 @@ func TestReopenRestoresState(t *testing.T) {
 
 			s2, b := openAllocator(t, dir, Options{SnapshotEvery: tc.every})
 			sameState(t, b, a)
+			// Owner generations survive, also of an emptied owner.
+			for owner, want := range map[string]uint64{"gen": 1, "gen2": 8, "pkg": 0} {
+				if got := b.OwnerOf(owner).Generation; got != want {
+					t.Errorf("owner %s: generation %d after the restart, want %d", owner, got, want)
+				}
+			}
 			// The restored allocator keeps journaling: one more change
 			// survives another restart.
 			if _, err := b.Allocate(context.Background(), ipam.Allocation{Key: app("after-restart"), Selector: sel1, AddressFamily: ipam.IPv4}); err != nil {

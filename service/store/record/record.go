@@ -43,7 +43,7 @@ import (
 //	             3 PrefixLength, 4 Prefix, 5 AddressFamily, 6 Selector, 7 Labels,
 //	             8 Count, 9 Result.NetworkInstance, 10 Result.Prefix,
 //	             11 Result.Gateway, 12 Result.Last
-//	owner      = uvarint(mask) fields...   bits: 0 Identity, 1 Source
+//	owner      = uvarint(mask) fields...   bits: 0 Identity, 1 Source, 2 Generation
 //
 // Fields are written in bit order and only when their bit is set. An absent
 // field is the zero value, with two exceptions that keep common records
@@ -53,6 +53,7 @@ import (
 //	Kind       = byte: 1 aggregate, 2 network, 3 pool, 4 loopback, or 0 string
 //	Family     = byte: 1 ipv4, 2 ipv6, or 0 string
 //	int        = varint (zig-zag)
+//	Generation = uvarint
 //	addr       = byte(0) (invalid) | byte(4) 4 bytes | byte(6) 16 bytes |
 //	             byte(7) 16 bytes string(zone)
 //	prefix     = addr without zone, then, unless invalid, byte(bits+1) (0: the
@@ -66,8 +67,8 @@ import (
 // in key order, so an encoding is deterministic. Decoding rejects anything
 // else: an unknown version, op, mask bit or tag, a truncated field, a length
 // beyond the input, unsorted or duplicate map keys, or trailing bytes.
-// Ops 9 and 10, the owner object (and its bit 1), prefix bits 7 and 8 and
-// range bits 7 to 9 came after the
+// Ops 9 and 10, the owner object (and its bits 1 and 2), prefix bits 7
+// and 8 and range bits 7 to 9 came after the
 // first release of version 1; they only add what earlier encodings never
 // set, so every earlier encoding still decodes to the same record (and an
 // older reader refuses the new ops and bits as unknown).
@@ -90,6 +91,7 @@ const (
 const (
 	owIdentity = 1 << iota
 	owSource
+	owGeneration
 	owAll = 1<<iota - 1
 )
 
@@ -208,12 +210,16 @@ func appendOwner(dst []byte, o *ipam.OwnerInfo) []byte {
 	var mask uint64
 	bit(&mask, owIdentity, o.Identity != "")
 	bit(&mask, owSource, o.Source != "")
+	bit(&mask, owGeneration, o.Generation != 0)
 	dst = binary.AppendUvarint(dst, mask)
 	if mask&owIdentity != 0 {
 		dst = appendString(dst, o.Identity)
 	}
 	if mask&owSource != 0 {
 		dst = appendString(dst, o.Source)
+	}
+	if mask&owGeneration != 0 {
+		dst = binary.AppendUvarint(dst, o.Generation)
 	}
 	return dst
 }
@@ -884,6 +890,9 @@ func (r *reader) owner() *ipam.OwnerInfo {
 	}
 	if m&owSource != 0 {
 		o.Source = r.string()
+	}
+	if m&owGeneration != 0 {
+		o.Generation = r.uvarint()
 	}
 	return o
 }

@@ -86,7 +86,7 @@ func TestCodecRejects(t *testing.T) {
 		"op 0":            cat([]byte{1, 0}, emptyKey, []byte{0}),
 		"op 11":           cat([]byte{1, 11}, emptyKey, []byte{0}),
 		"object bit 5":    cat([]byte{1, 1}, emptyKey, []byte{32}),
-		"owner mask bit":  cat([]byte{1, 9}, emptyKey, []byte{objOwner}, u(1<<1)),
+		"owner mask bit":  cat([]byte{1, 9}, emptyKey, []byte{objOwner}, u(1<<3)),
 		"string too long": cat([]byte{1, 1}, u(1<<62), []byte("x")),
 		"bad uvarint":     cat([]byte{1, 1}, bytes.Repeat([]byte{0xff}, 11)),
 		"ni mask bit":     cat([]byte{1, 1}, emptyKey, []byte{objNI}, u(1<<3)),

@@ -105,5 +105,8 @@ func Cases() []Case {
 		{"put range allocate reserved", ipam.Record{Op: ipam.OpPutRange, Key: k1, Range: &ipam.IPRange{
 			Key: k1, NetworkInstance: "vpc-1", Start: ip("10.0.1.0"), End: ip("10.0.1.9"), AllocateReserved: true,
 		}}},
+		{"put owner with generation", ipam.Record{Op: ipam.OpPutOwner, Key: ipam.Key{Owner: "pkg-a"}, Owner: &ipam.OwnerInfo{
+			Identity: "k7q2m9x4c1v8b3n6z5w0", Source: "https://example.com/org/repo/tree/main/pkgs/pkg-a", Generation: 300}}},
+		{"put owner generation only", ipam.Record{Op: ipam.OpPutOwner, Key: ipam.Key{Owner: "pkg-b"}, Owner: &ipam.OwnerInfo{Generation: 1 << 62}}},
 	}
 }
