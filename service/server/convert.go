@@ -279,6 +279,7 @@ func allocationRecordToProto(r ipam.AllocationRecord) *ipamv1.AllocationRecord {
 // reported, so the SyncFailure detail lists all of them at once.
 func syncRequestFromProto(in *ipamv1.SyncRequest) (ipam.SyncRequest, error) {
 	out := ipam.SyncRequest{Owner: in.GetOwner(), Identity: in.GetIdentity(), Source: in.GetSource(), Adopt: in.GetAdopt(), Prune: in.GetPrune(),
+		Generation: in.GetGeneration(), CheckGeneration: in.Generation != nil,
 		NetworkInstances: make([]ipam.NetworkInstance, 0, len(in.GetNetworkInstances())),
 		Prefixes:         make([]ipam.Prefix, 0, len(in.GetPrefixes())),
 		Ranges:           make([]ipam.IPRange, 0, len(in.GetRanges())),
@@ -328,6 +329,7 @@ func syncResultToProto(r ipam.SyncResult) *ipamv1.SyncResponse {
 		Prefixes:    make([]*ipamv1.Result, len(r.Prefixes)),
 		Allocations: make([]*ipamv1.Result, len(r.Allocations)),
 		Adopted:     r.Adopted,
+		Generation:  r.Generation,
 	}
 	for i, x := range r.Prefixes {
 		out.Prefixes[i] = resultToProto(x)

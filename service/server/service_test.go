@@ -437,6 +437,51 @@ func TestSyncAllOrNothing(t *testing.T) {
 	}
 }
 
+// TestSyncGeneration: a Sync with a generation is checked against the
+// owner's and answers the owner's generation afterwards; a stale one that
+// would change the owner fails with FailedPrecondition on field
+// generation of the Sync; one without a generation is not checked.
+func TestSyncGeneration(t *testing.T) {
+	c := startServer(t, server.Config{}).Client(t)
+	ctx := context.Background()
+	seed(t, c)
+	sel := map[string]string{"nephio.org/network-instance": "vpc-1", "nephio.org/network-name": "net1"}
+	sync := func(gen *uint64, names ...string) (*ipamv1.SyncResponse, error) {
+		req := &ipamv1.SyncRequest{Owner: "pkg1", Prune: true, Generation: gen}
+		for _, n := range names {
+			req.Allocations = append(req.Allocations, &ipamv1.Allocation{Key: &ipamv1.Key{Namespace: "default", Name: n}, Selector: sel})
+		}
+		return c.Sync(ctx, req)
+	}
+	for _, tc := range []struct {
+		name  string
+		gen   *uint64
+		names []string
+		want  uint64
+		stale bool
+	}{
+		{"first render", proto.Uint64(0), []string{"a1"}, 1, false},
+		{"no-op render", proto.Uint64(1), []string{"a1"}, 1, false},
+		{"the copy prunes a1", proto.Uint64(1), nil, 2, false},
+		{"the original is stale", proto.Uint64(1), []string{"a1"}, 0, true},
+		{"unchecked", nil, []string{"a2"}, 3, false},
+	} {
+		resp, err := sync(tc.gen, tc.names...)
+		if tc.stale {
+			st := wantStatus(t, err, codes.FailedPrecondition, `Sync pkg1: generation: owner "pkg1" is at generation 2, and this package at 1: another copy of the package changed the owner's objects since this one was rendered; a request from the current copy, or one that adopts the owner, is accepted`)
+			items := syncFailure(t, st).GetItems()
+			if len(items) != 1 || items[0].GetObject() != "Sync" || items[0].GetKey().GetName() != "pkg1" || items[0].GetField() != "generation" {
+				t.Fatalf("%s: items %v", tc.name, items)
+			}
+			continue
+		}
+		must(t, err)
+		if resp.GetGeneration() != tc.want {
+			t.Fatalf("%s: generation %d, want %d", tc.name, resp.GetGeneration(), tc.want)
+		}
+	}
+}
+
 // TestHealthAndReflection checks the standard health service and server
 // reflection.
 func TestHealthAndReflection(t *testing.T) {

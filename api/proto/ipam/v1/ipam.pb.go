@@ -1689,7 +1689,19 @@ type SyncRequest struct {
 	// repository, or porch:<namespace>/<repository>/<package>. The owner
 	// keeps the last one sent (at most 1024 bytes); the web view links the
 	// owner to it. Empty: unchanged.
-	Source        string `protobuf:"bytes,9,opt,name=source,proto3" json:"source,omitempty"`
+	Source string `protobuf:"bytes,9,opt,name=source,proto3" json:"source,omitempty"`
+	// generation is the owner generation the package was last rendered at
+	// (0: never, at most 2^62); set, it asks for a check of optimistic
+	// concurrency, as the Kubernetes API server does with resourceVersion.
+	// The owner's generation counts the Syncs that changed its objects
+	// since a Sync with a generation first did (an owner only ever synced
+	// without one stays at 0). A Sync that would change the owner's objects
+	// while its generation is below the owner's fails with
+	// FAILED_PRECONDITION (field "generation") and changes nothing: another
+	// copy of the package changed the owner since this one was rendered.
+	// One that changes nothing is accepted; adopt skips the check. Unset:
+	// not checked.
+	Generation    *uint64 `protobuf:"varint,10,opt,name=generation,proto3,oneof" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1787,6 +1799,13 @@ func (x *SyncRequest) GetSource() string {
 	return ""
 }
 
+func (x *SyncRequest) GetGeneration() uint64 {
+	if x != nil && x.Generation != nil {
+		return *x.Generation
+	}
+	return 0
+}
+
 // SyncResponse has one result per prefix and allocation, in request order,
 // and the objects deleted by pruning.
 type SyncResponse struct {
@@ -1795,7 +1814,10 @@ type SyncResponse struct {
 	Allocations []*Result              `protobuf:"bytes,2,rep,name=allocations,proto3" json:"allocations,omitempty"`
 	Released    []*Released            `protobuf:"bytes,3,rep,name=released,proto3" json:"released,omitempty"`
 	// adopted is the identity an adopting Sync took the owner from.
-	Adopted       string `protobuf:"bytes,4,opt,name=adopted,proto3" json:"adopted,omitempty"`
+	Adopted string `protobuf:"bytes,4,opt,name=adopted,proto3" json:"adopted,omitempty"`
+	// generation is the owner's generation after the Sync (0: not counted),
+	// for the package to send with its next Sync.
+	Generation    uint64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1856,6 +1878,13 @@ func (x *SyncResponse) GetAdopted() string {
 		return x.Adopted
 	}
 	return ""
+}
+
+func (x *SyncResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
 }
 
 // Released names an object deleted by pruning.
@@ -2495,7 +2524,7 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +
 	"\fListResponse\x12)\n" +
 	"\aobjects\x18\x01 \x03(\v2\x0f.ipam.v1.ObjectR\aobjects\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd8\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8c\x03\n" +
 	"\vSyncRequest\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12E\n" +
 	"\x11network_instances\x18\x02 \x03(\v2\x18.ipam.v1.NetworkInstanceR\x10networkInstances\x12+\n" +
@@ -2505,12 +2534,20 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"\x05prune\x18\x06 \x01(\bR\x05prune\x12\x1a\n" +
 	"\bidentity\x18\a \x01(\tR\bidentity\x12\x14\n" +
 	"\x05adopt\x18\b \x01(\bR\x05adopt\x12\x16\n" +
-	"\x06source\x18\t \x01(\tR\x06source\"\xb7\x01\n" +
+	"\x06source\x18\t \x01(\tR\x06source\x12#\n" +
+	"\n" +
+	"generation\x18\n" +
+	" \x01(\x04H\x00R\n" +
+	"generation\x88\x01\x01B\r\n" +
+	"\v_generation\"\xd7\x01\n" +
 	"\fSyncResponse\x12+\n" +
 	"\bprefixes\x18\x01 \x03(\v2\x0f.ipam.v1.ResultR\bprefixes\x121\n" +
 	"\vallocations\x18\x02 \x03(\v2\x0f.ipam.v1.ResultR\vallocations\x12-\n" +
 	"\breleased\x18\x03 \x03(\v2\x11.ipam.v1.ReleasedR\breleased\x12\x18\n" +
-	"\aadopted\x18\x04 \x01(\tR\aadopted\"S\n" +
+	"\aadopted\x18\x04 \x01(\tR\aadopted\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x05 \x01(\x04R\n" +
+	"generation\"S\n" +
 	"\bReleased\x12'\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x13.ipam.v1.ObjectKindR\x04kind\x12\x1e\n" +
 	"\x03key\x18\x02 \x01(\v2\f.ipam.v1.KeyR\x03key\"\x87\x01\n" +
@@ -2729,6 +2766,7 @@ func file_ipam_v1_ipam_proto_init() {
 		(*Object_Range)(nil),
 		(*Object_Allocation)(nil),
 	}
+	file_ipam_v1_ipam_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
