@@ -89,7 +89,9 @@ func (t *tx) advance(os *ownerState, req SyncRequest) error {
 				"since this one was rendered; a request from the current copy, or one that adopts the owner, is accepted",
 			Quote(req.Owner), info.Generation, req.Generation)
 	}
-	info.Generation = max(info.Generation, req.Generation) + 1
+	// A package ahead of the owner (the server lost it, and the render
+	// restores it) keeps its generation, so its render writes nothing.
+	info.Generation = max(info.Generation+1, req.Generation)
 	t.setInfo(os, info)
 	return nil
 }

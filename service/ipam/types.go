@@ -322,9 +322,10 @@ type Committer interface {
 // Kubernetes API server does with resourceVersion). A stale request that
 // changes nothing is accepted: the owner already holds what it declares.
 // Adopt skips the check. A changing Sync moves the owner to
-// max(owner's, Generation)+1, so a package ahead of the server (which
-// lost the owner) stays ahead of its stale copies; SyncResult.Generation
-// is the owner's generation afterwards, for the package to keep.
+// max(owner's+1, Generation): a package ahead of the owner (a server that
+// lost it, restored by rendering the package again) keeps its generation.
+// SyncResult.Generation is the owner's generation afterwards, for the
+// package to keep.
 type SyncRequest struct {
 	Owner            string
 	Identity         string

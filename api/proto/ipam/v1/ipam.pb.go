@@ -1699,8 +1699,9 @@ type SyncRequest struct {
 	// while its generation is below the owner's fails with
 	// FAILED_PRECONDITION (field "generation") and changes nothing: another
 	// copy of the package changed the owner since this one was rendered.
-	// One that changes nothing is accepted; adopt skips the check. Unset:
-	// not checked.
+	// One that changes nothing is accepted; adopt skips the check. A Sync
+	// that changes the owner moves it to max(owner's + 1, generation).
+	// Unset: not checked.
 	Generation    *uint64 `protobuf:"varint,10,opt,name=generation,proto3,oneof" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
