@@ -12,6 +12,7 @@ import (
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/ipam"
 )
 
 // Annotations of the root Kptfile that tie a package to its owner on
@@ -27,37 +28,56 @@ const (
 	// source; ipam-server keeps it for people (the web view's owner link).
 	AnnotationSource = ipamv1alpha1.Group + "/source"
 	// AnnotationAdopt, set to "true", lets the package take over an owner
-	// bound to another identity. The run that adopts removes it, so it
-	// acts once.
+	// bound to another identity, or changed by another copy since this
+	// one was rendered. The run that adopts removes it, so it acts once.
 	AnnotationAdopt = ipamv1alpha1.Group + "/adopt"
+	// AnnotationGeneration is the owner generation the package was last
+	// rendered at. Each run sends it (none: 0) and writes the one
+	// ipam-server answers when it differs. ipam-server refuses a run that
+	// would change the owner's objects from a generation below the
+	// owner's: another copy of the package (cp -r keeps the owner and the
+	// identity) changed them since, and this one would undo that.
+	AnnotationGeneration = ipamv1alpha1.Group + "/generation"
 )
 
 // identity is the package identity of a run: the root Kptfile that holds
-// it (nil: none), the id, whether it adopts, and whether the run uses
-// identities at all.
+// it (nil: none), the id, the owner generation the package was last
+// rendered at, whether it adopts, and whether the run uses identities
+// (and generations) at all.
 type identity struct {
-	kptfile *fn.KubeObject
-	id      string
-	adopt   bool
-	off     bool
+	kptfile    *fn.KubeObject
+	id         string
+	generation uint64
+	adopt      bool
+	off        bool
 }
 
 // readIdentity reads the identity annotations of the root Kptfile k (nil:
-// no identity); with off, the run sends and writes no identity. A
-// malformed adopt annotation is an error result.
-func readIdentity(k *fn.KubeObject, off bool) (identity, *fn.Result) {
+// no identity); with off, the run sends and writes no identity and no
+// generation. A malformed adopt or generation annotation is an error
+// result.
+func readIdentity(k *fn.KubeObject, off bool) (identity, fn.Results) {
 	if k == nil || off {
 		return identity{kptfile: k, off: true}, nil
 	}
 	idn := identity{kptfile: k, id: strings.TrimSpace(k.GetAnnotation(AnnotationPackageID))}
+	var results fn.Results
 	if v, ok := k.GetAnnotations()[AnnotationAdopt]; ok {
 		b, err := strconv.ParseBool(strings.TrimSpace(v))
 		if err != nil {
-			return idn, kptfileResult(k, annotationField(AnnotationAdopt), fmt.Sprintf("%q is not \"true\" or \"false\"", v), "InvalidArgument")
+			results = append(results, kptfileResult(k, annotationField(AnnotationAdopt), fmt.Sprintf("%q is not \"true\" or \"false\"", v), "InvalidArgument"))
 		}
 		idn.adopt = b
 	}
-	return idn, nil
+	if v, ok := k.GetAnnotations()[AnnotationGeneration]; ok {
+		g, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil || g > ipam.MaxGeneration {
+			results = append(results, kptfileResult(k, annotationField(AnnotationGeneration), fmt.Sprintf(
+				"%s is not an owner generation (a number from 0 to %d, written by ipam-fn)", ipam.Quote(v), uint64(ipam.MaxGeneration)), "InvalidArgument"))
+		}
+		idn.generation = g
+	}
+	return idn, results
 }
 
 // mint derives the identity of a package that has none from what it
@@ -72,15 +92,22 @@ func (idn *identity) mint(req *ipamv1.SyncRequest) {
 	idn.id = hex.EncodeToString(sum[:10])
 }
 
-// write records the identity in the Kptfile copy next: the minted id, and
-// the adopt annotation consumed.
-func (idn *identity) write(next *fn.KubeObject) (bool, error) {
+// write records the identity in the Kptfile copy next: the minted id,
+// the owner generation ipam-server answered (0: an older server, which
+// keeps none), and the adopt annotation consumed.
+func (idn *identity) write(next *fn.KubeObject, generation uint64) (bool, error) {
 	if idn.off {
 		return false, nil
 	}
 	changed := false
 	if next.GetAnnotation(AnnotationPackageID) != idn.id {
 		if err := next.SetAnnotation(AnnotationPackageID, idn.id); err != nil {
+			return false, err
+		}
+		changed = true
+	}
+	if g := strconv.FormatUint(generation, 10); generation > 0 && next.GetAnnotation(AnnotationGeneration) != g {
+		if err := next.SetAnnotation(AnnotationGeneration, g); err != nil {
 			return false, err
 		}
 		changed = true
@@ -118,4 +145,25 @@ func identityResult(idn identity, owner, msg, code string) *fn.Result {
 		return &fn.Result{Severity: fn.Error, Message: "ipam-fn: " + msg, Tags: map[string]string{"code": code}}
 	}
 	return kptfileResult(idn.kptfile, annotationField(AnnotationPackageID), msg, code)
+}
+
+// generationResult is the result of the server's refusal of the package's
+// owner generation (item field "generation" of the Sync of owner): another
+// copy of the package changed the owner since this one was rendered. The
+// server's fact stays; its advice, after the last "; ", becomes the
+// package's.
+func generationResult(idn identity, owner, msg, code string) *fn.Result {
+	msg = strings.TrimPrefix(msg, "Sync "+owner+": generation: ")
+	if i := strings.LastIndex(msg, "; "); i >= 0 {
+		msg = msg[:i]
+	}
+	msg += fmt.Sprintf(" (or this package's Kptfile lost the %s of its own later render), "+
+		"and this render would undo that change: render the current copy instead; "+
+		"to fork this package on purpose, give it an owner of its own (change metadata.name of its Kptfile, or the owner setting); "+
+		"a package that replaces the other one takes the owner over with the Kptfile annotation %s: \"true\", once",
+		AnnotationGeneration, AnnotationAdopt)
+	if idn.kptfile == nil {
+		return &fn.Result{Severity: fn.Error, Message: "ipam-fn: " + msg, Tags: map[string]string{"code": code}}
+	}
+	return kptfileResult(idn.kptfile, annotationField(AnnotationGeneration), msg, code)
 }

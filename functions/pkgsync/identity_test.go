@@ -86,6 +86,74 @@ func TestProcessPackageIdentity(t *testing.T) {
 	}
 }
 
+// TestProcessOwnerGeneration: each run writes the owner generation
+// ipam-server answers; a copy of the rendered package (same owner, same
+// identity) that renders a change first wins, and the original's next
+// render, which would undo it, is refused on its Kptfile and changes
+// nothing; a run that changes nothing writes nothing, also from a stale
+// package that declares what the owner holds.
+func TestProcessOwnerGeneration(t *testing.T) {
+	srv := servertest.Start(t, server.Config{}, false)
+	client := srv.Client(t)
+	cfg := pkgsync.Options{Server: srv.Addr, Prune: true}
+	ctx := context.Background()
+	genOf := func(objs fn.KubeObjects) string {
+		return pkgtest.Find(t, objs, "Kptfile", "seed-pkg").GetAnnotation(pkgsync.AnnotationGeneration)
+	}
+	original := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", pkgtest.Seed)
+	if _, _, err := pkgsync.Process(ctx, client, cfg, &original); err != nil || genOf(original) != "1" {
+		t.Fatalf("first render: generation %q, %v", genOf(original), err)
+	}
+	rendered := pkgtest.Snapshot(original)
+	if changed, _, err := pkgsync.Process(ctx, client, cfg, &original); err != nil || changed {
+		t.Fatalf("re-render: changed %v, %v", changed, err)
+	}
+
+	// The copy starts from the rendered Kptfile (identity and generation
+	// 1) and drops alloc-pool1.
+	kptfile := pkgtest.Find(t, original, "Kptfile", "seed-pkg").String()
+	pool := "---\napiVersion: ipam.nephio.org/v1alpha1\nkind: IPAllocation\nmetadata:\n  name: alloc-pool1\n"
+	i := strings.Index(pkgtest.Seed, pool)
+	j := strings.Index(pkgtest.Seed[i+len(pool):], "---")
+	copied := pkgtest.Items(t, "Kptfile", kptfile, "resources.yaml", pkgtest.Seed[:i]+pkgtest.Seed[i+len(pool)+j:])
+	if _, results, err := pkgsync.Process(ctx, client, cfg, &copied); err != nil || genOf(copied) != "2" || !strings.Contains(results[0].Message, "1 released") {
+		t.Fatalf("the copy: generation %q, results %v, %v", genOf(copied), results, err)
+	}
+
+	// The original would allocate alloc-pool1 again: refused.
+	changed, results, err := pkgsync.Process(ctx, client, cfg, &original)
+	if !errors.Is(err, pkgsync.ErrFailed) || changed || len(results) != 1 {
+		t.Fatalf("the original: changed %v, results %v, err %v", changed, results, err)
+	}
+	r := results[0]
+	if r.ResourceRef == nil || r.ResourceRef.Kind != "Kptfile" || r.Field == nil || r.Field.Path != "metadata.annotations[ipam.nephio.org/generation]" ||
+		r.Tags["code"] != "FailedPrecondition" {
+		t.Fatalf("the original: result %+v", r)
+	}
+	for _, want := range []string{`owner "seed-pkg" is at generation 2, and this package at 1`, "another copy of the package", "owner of its own", pkgsync.AnnotationAdopt} {
+		if !strings.Contains(r.Message, want) {
+			t.Errorf("the original: message %q does not say %q", r.Message, want)
+		}
+	}
+	if strings.Join(pkgtest.Snapshot(original), "\n") != strings.Join(rendered, "\n") {
+		t.Fatal("a refused render changed the package")
+	}
+
+	// The copy's stale twin (generation 1) declares what the owner holds:
+	// accepted, and it learns the generation.
+	twin := pkgtest.Items(t, "Kptfile", kptfile, "resources.yaml", pkgtest.Seed[:i]+pkgtest.Seed[i+len(pool)+j:])
+	if _, _, err := pkgsync.Process(ctx, client, cfg, &twin); err != nil || genOf(twin) != "2" {
+		t.Fatalf("stale twin: generation %q, %v", genOf(twin), err)
+	}
+
+	// A malformed generation names itself.
+	bad := pkgtest.Items(t, "Kptfile", strings.Replace(pkgtest.Kptfile, "  name: seed-pkg\n", "  name: seed-pkg\n  annotations:\n    ipam.nephio.org/generation: \"-1\"\n", 1), "resources.yaml", pkgtest.Seed)
+	if _, results, err := pkgsync.Process(ctx, client, cfg, &bad); err == nil || len(results) != 1 || results[0].Field == nil ||
+		results[0].Field.Path != "metadata.annotations[ipam.nephio.org/generation]" {
+		t.Fatalf("generation -1: results %v, err %v", results, err)
+	}
+}
+
 // TestProcessWithoutKptfile: items without a root Kptfile (kpt fn eval of
 // a bare directory) have no identity, and nothing is written for one.
 func TestProcessWithoutKptfile(t *testing.T) {
@@ -100,8 +168,8 @@ func TestProcessWithoutKptfile(t *testing.T) {
 }
 
 // TestProcessNoIdentity: a caller whose owner already names one package
-// (the Porch injector) sends and writes no identity, so two revisions
-// edited apart do not refuse each other.
+// (the Porch injector) sends and writes no identity and no generation, so
+// two revisions edited apart do not refuse each other.
 func TestProcessNoIdentity(t *testing.T) {
 	srv := servertest.Start(t, server.Config{}, false)
 	cfg := pkgsync.Options{Server: srv.Addr, Owner: "repo/pkg", Prune: true, NoIdentity: true}
@@ -110,7 +178,7 @@ func TestProcessNoIdentity(t *testing.T) {
 		if _, _, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, &objs); err != nil {
 			t.Fatal(err)
 		}
-		if a := pkgtest.Find(t, objs, "Kptfile", "seed-pkg").GetAnnotations(); a[pkgsync.AnnotationPackageID] != "" {
+		if a := pkgtest.Find(t, objs, "Kptfile", "seed-pkg").GetAnnotations(); a[pkgsync.AnnotationPackageID] != "" || a[pkgsync.AnnotationGeneration] != "" {
 			t.Fatalf("Kptfile annotations %v", a)
 		}
 	}

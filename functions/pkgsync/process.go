@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capiv1beta2 "github.com/nephio-project/ipam/api/capi/ipam/v1beta2"
@@ -51,11 +52,14 @@ type Options struct {
 	Prune bool
 	// Timeout bounds the call to ipam-server. Zero means DefaultTimeout.
 	Timeout time.Duration
-	// NoIdentity sends no package identity and writes none: for callers
-	// whose owner already names one package (the Porch injector's
-	// <repository>/<package>, whose revisions share the owner by design).
-	// Otherwise the run sends the root Kptfile's ipam.nephio.org/package-id,
-	// writing one derived from the package when it has none.
+	// NoIdentity sends no package identity and no owner generation and
+	// writes neither: for callers whose owner already names one package
+	// (the Porch injector's <repository>/<package>, whose revisions share
+	// the owner by design); ipam-server then checks neither. Otherwise the
+	// run sends the root Kptfile's ipam.nephio.org/package-id, writing one
+	// derived from the package when it has none, and its
+	// ipam.nephio.org/generation (none: 0), writing the one ipam-server
+	// answers.
 	NoIdentity bool
 	// Source says where the package lives (a URL of its directory in Git,
 	// porch:<namespace>/<repository>/<package>), sent with the Sync for
@@ -270,9 +274,7 @@ func buildRequest(opts Options, items fn.KubeObjects) (*ipamv1.SyncRequest, []*o
 	}
 	kptfile := rootKptfile(items)
 	idn, r := readIdentity(kptfile, opts.NoIdentity)
-	if r != nil {
-		results = append(results, r)
-	}
+	results = append(results, r...)
 	owner := opts.Owner
 	if owner == "" && kptfile != nil {
 		owner = kptfile.GetName()
@@ -308,6 +310,9 @@ func buildRequest(opts Options, items fn.KubeObjects) (*ipamv1.SyncRequest, []*o
 	results = append(results, addClaims(req, owner, objs, items)...)
 	idn.mint(req)
 	req.Identity, req.Adopt = idn.id, idn.adopt
+	if !idn.off {
+		req.Generation = proto.Uint64(idn.generation)
+	}
 	return req, objs, idn, results
 }
 

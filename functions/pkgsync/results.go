@@ -137,6 +137,10 @@ func syncErrorResults(err error, opts Options, objs []*object, idn identity) fn.
 			results = append(results, identityResult(idn, it.GetKey().GetName(), it.GetMessage(), code))
 			continue
 		}
+		if it.GetField() == "generation" && it.GetObject() == "Sync" {
+			results = append(results, generationResult(idn, it.GetKey().GetName(), it.GetMessage(), code))
+			continue
+		}
 		matched := false
 		for _, o := range objs {
 			if o.answers(it) {

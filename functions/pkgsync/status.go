@@ -100,7 +100,7 @@ func writeResults(objs []*object, idn identity, resp *ipamv1.SyncResponse, items
 		if err != nil {
 			results = append(results, kptfileResult(k, "status.conditions", err.Error(), ""))
 		}
-		idChanged, err := idn.write(next)
+		idChanged, err := idn.write(next, resp.GetGeneration())
 		if err != nil {
 			results = append(results, kptfileResult(k, "metadata.annotations", err.Error(), ""))
 		}
