@@ -77,7 +77,7 @@ func TestGolden(t *testing.T) {
 			cases = append(cases, e.Name())
 		}
 	}
-	for _, want := range []string{"seed", "ipv6", "dual-stack", "release", "exhausted", "malformed-prefix", "unknown-vrf", "copy"} {
+	for _, want := range []string{"seed", "ipv6", "dual-stack", "release", "exhausted", "malformed-prefix", "unknown-vrf", "copy", "stale-copy"} {
 		if !slices.Contains(cases, want) {
 			t.Errorf("testdata/%s is missing", want)
 		}
