@@ -157,11 +157,11 @@ func generationResult(idn identity, owner, msg, code string) *fn.Result {
 	if i := strings.LastIndex(msg, "; "); i >= 0 {
 		msg = msg[:i]
 	}
-	msg += fmt.Sprintf(" (or this package's Kptfile lost the %s of its own later render), "+
+	msg += fmt.Sprintf(" (or the output of a later render of this one was not kept), "+
 		"and this render would undo that change: render the current copy instead; "+
 		"to fork this package on purpose, give it an owner of its own (change metadata.name of its Kptfile, or the owner setting); "+
 		"a package that replaces the other one takes the owner over with the Kptfile annotation %s: \"true\", once",
-		AnnotationGeneration, AnnotationAdopt)
+		AnnotationAdopt)
 	if idn.kptfile == nil {
 		return &fn.Result{Severity: fn.Error, Message: "ipam-fn: " + msg, Tags: map[string]string{"code": code}}
 	}
