@@ -109,7 +109,8 @@ func TestSyncGeneration(t *testing.T) {
 
 // TestSyncGenerationUncounted: an owner that no checking Sync changed (a
 // controller's, the Porch injector's) is not counted, and nothing about it
-// is journaled.
+// is journaled; a checking Sync without generation may then start
+// counting.
 func TestSyncGenerationUncounted(t *testing.T) {
 	j := &recordingJournal{}
 	a := New(WithJournal(j))
@@ -127,6 +128,14 @@ func TestSyncGenerationUncounted(t *testing.T) {
 	}
 	if got := a.OwnerOf(owner); got != (OwnerInfo{}) {
 		t.Errorf("owner %+v", got)
+	}
+	// The first checking Sync of such an owner (a package rendered by an
+	// ipam-fn from before generations, now rendered by a new one: its
+	// Kptfile has none) is accepted and starts counting.
+	req.CheckGeneration = true
+	req.Allocations = append(req.Allocations, Allocation{Key: k("c2"), Kind: KindNetwork, Selector: Labels{LabelNetworkInstance: "vpc-1", LabelNetworkName: "net1"}})
+	if res, err := a.Sync(context.Background(), req); err != nil || res.Generation != 1 {
+		t.Fatalf("first checking Sync: generation %d, %v", res.Generation, err)
 	}
 }
 
