@@ -310,7 +310,7 @@ type Committer interface {
 // an owner to it). It is text, never fetched.
 //
 // Generation, with CheckGeneration, is the owner generation the package
-// was last rendered at (0: never). The owner's generation counts the
+// was last rendered at (0: never; at most MaxGeneration). The owner's generation counts the
 // Syncs that changed its objects; it only starts counting (above 0) at
 // the first changing Sync with CheckGeneration, so owners of callers that
 // never check (controllers, the Porch injector) keep 0 and no record of
