@@ -160,6 +160,21 @@ func (s *Store) spoil() {
 	}
 }
 
+// holdCommits makes Commit refuse changes, and the commit loop the
+// changes already queued, until the reload that calls it ends: the
+// allocator's state is about to be replaced, and no change decided before
+// or during that can commit (its transaction would compare the head with
+// the revision the replica had before the reload).
+func (s *Store) holdCommits() {
+	s.qmu.Lock()
+	if !s.dirty {
+		s.dirty = true
+		s.epoch++
+		s.drained.Broadcast()
+	}
+	s.qmu.Unlock()
+}
+
 // commitQueued commits the queued changes (up to MaxBatchBytes) in one
 // transaction and hands each its outcome; false when none was queued.
 func (s *Store) commitQueued() bool {

@@ -96,9 +96,10 @@ type Store struct {
 	publish ipam.Journal // receives other replicas' entries once applied (nil: none)
 
 	// qmu guards the changes waiting to commit (see group.go), whether
-	// the store stopped committing, and whether the allocator holds
-	// changes of failed pipelined transactions (dirty, until the reload;
-	// epoch counts such failures).
+	// the store stopped committing, and whether commits are refused
+	// (dirty: the allocator holds changes of failed pipelined
+	// transactions, or is being reloaded; until the reload ends, with the
+	// revision it loaded; epoch counts the times it became so).
 	qmu     sync.Mutex
 	queue   []*commitReq
 	stopped bool
@@ -380,6 +381,7 @@ func (s *Store) reload(why error) (int64, error) {
 	s.mu.Lock() // after the commit in flight, whose entry the load will see
 	s.reloading = true
 	s.mu.Unlock()
+	s.holdCommits()
 	st, err := s.load(s.ctx)
 	if err != nil {
 		return 0, fmt.Errorf("store etcd: reloading: %w", err)
@@ -390,19 +392,9 @@ func (s *Store) reload(why error) (int64, error) {
 	if s.publish != nil {
 		before = s.a.Snapshot(nil)
 	}
-	// Changes of pipelined commits that fail from here on may survive the
-	// reset: they leave the allocator spoiled for the next reload.
-	s.qmu.Lock()
-	epoch := s.epoch
-	s.qmu.Unlock()
 	if err := s.a.Reset(st.recs); err != nil {
 		return 0, fmt.Errorf("store etcd: reloading: %w", err)
 	}
-	s.qmu.Lock()
-	if s.epoch == epoch {
-		s.dirty = false
-	}
-	s.qmu.Unlock()
 	if s.publish != nil {
 		diff, err := changes(before, s.a.Snapshot(nil))
 		if err != nil {
@@ -415,6 +407,12 @@ func (s *Store) reload(why error) (int64, error) {
 	s.mu.Lock()
 	s.applied, s.seq, s.reloading = st.headRev, st.seq, false
 	s.snapSeq = max(s.snapSeq, st.snapSeq)
+	// Only now, with the revision the reset state reflects: a change
+	// admitted before would compare the head with the old one, fail and,
+	// pipelined, spoil the allocator again: a reload after each reload.
+	s.qmu.Lock()
+	s.dirty = false
+	s.qmu.Unlock()
 	close(s.advanced)
 	s.advanced = make(chan struct{})
 	s.mu.Unlock()
