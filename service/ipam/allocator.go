@@ -199,6 +199,48 @@ func (a *Allocator) mutate(ctx context.Context, m mutation, op mutator) error {
 	}
 }
 
+// Settle returns once every change that a read of the allocator made
+// before the call may have seen is committed, so that what the read
+// answers rests on committed changes only. A Committer that queues
+// changes (see Committer) leaves them visible before it knows their
+// outcome: Settle waits for those queued so far. When one of them
+// failed, Settle returns an error wrapping ErrStale once the allocator
+// caught up (the change is undone): the read must be made again. Another
+// error says the committer cannot tell (wrapping ErrUnavailable).
+//
+// Without a Committer, or with one that does not queue, a read sees no
+// change before its commit: Settle returns nil at once. Changes waiting
+// for a Journal (an fsync) are not waited for.
+func (a *Allocator) Settle() error {
+	if a.committer == nil {
+		return nil
+	}
+	wait, err := a.committer.Commit(nil)
+	if err == nil && wait != nil {
+		err = wait()
+	}
+	if err != nil && errors.Is(err, ErrStale) {
+		if cerr := a.committer.CatchUp(err); cerr != nil {
+			return cerr
+		}
+	}
+	return err
+}
+
+// ReadSettled calls read, which reads the allocator, until Settle
+// confirms that what it read is committed (at most MaxStaleRetries+1
+// times), and returns Settle's error, if any: then what read returned
+// must not be answered.
+func (a *Allocator) ReadSettled(read func()) error {
+	for attempt := 0; ; attempt++ {
+		read()
+		err := a.Settle()
+		if err == nil || !errors.Is(err, ErrStale) || attempt >= MaxStaleRetries {
+			return err
+		}
+	}
+}
+
 // awaitDurable calls wait, or returns once ctx is done: wait then goes on
 // in the background, so that the journal still completes the batch.
 func awaitDurable(ctx context.Context, wait func() error) error {
@@ -277,7 +319,12 @@ func (a *Allocator) mutateOnce(ctx context.Context, m mutation, op mutator) erro
 		}
 		var journaled func() error
 		if len(t.recs) > 0 && a.journal != nil {
-			journaled = a.journal.Append(t.recs)
+			if pj, ok := a.journal.(PendingJournal); ok && committed != nil {
+				// The journal waits for the commit before it publishes.
+				journaled, committed = pj.AppendPending(t.recs, committed), nil
+			} else {
+				journaled = a.journal.Append(t.recs)
+			}
 		}
 		return bothWaits(committed, journaled), nil
 	}()

@@ -264,6 +264,19 @@ type Journal interface {
 	Append(recs []Record) (wait func() error)
 }
 
+// PendingJournal is a Journal that also takes the records of a change
+// whose commit is not known yet, from a Committer that queues (see
+// Committer): AppendPending is called where Append would be, with the
+// commit's wait function committed, and the wait function it returns
+// calls committed, returns its error if it fails (the records must then
+// be dropped: the change is undone), and otherwise waits as Append's
+// would. A journal that shows records to readers (watchers) so shows
+// only committed ones.
+type PendingJournal interface {
+	Journal
+	AppendPending(recs []Record, committed func() error) (wait func() error)
+}
+
 // Committer commits the records of a mutation to a store shared with
 // other allocators (several replicas on etcd) and may refuse them. Commit
 // is called while the mutated VRFs are locked, after the mutation succeeded
@@ -282,7 +295,8 @@ type Journal interface {
 // records, after a mutation that changed nothing (an idempotent repeat):
 // its answer may rest on queued changes, so a committer that queues
 // returns a wait that ends when those are committed (or fails as they
-// do); one that does not queue returns nil, nil.
+// do); one that does not queue returns nil, nil. Settle makes the same
+// call, with no lock held, before a read answers.
 type Committer interface {
 	Commit(recs []Record) (wait func() error, err error)
 	// CatchUp returns once the allocator has applied the changes that

@@ -137,22 +137,56 @@ func (h *Hub) Append(recs []ipam.Record) func() error {
 		return nil
 	}
 	h.appendMu.Unlock()
-	return func() error {
-		if err := wait(); err != nil {
-			// Not durable: watchers must not see it. The batch still takes
-			// its turn so that later batches are published.
-			h.log.Error("journal append failed", "err", err)
-			h.failOnce.Do(func() {
-				if h.onFailure != nil {
-					h.onFailure(err)
-				}
-			})
-			h.complete(seq, nil)
-			return &codedError{msg: "store: " + err.Error(), sentinel: ErrUnavailable, cause: err}
-		}
-		h.complete(seq, recs)
-		return nil
+	return func() error { return h.durable(seq, recs, wait) }
+}
+
+// AppendPending implements ipam.PendingJournal: the records of a change
+// whose commit (to a store shared by replicas, queued by the write lead)
+// is not known yet take their turn now, and are published only once
+// committed returns nil; a change whose commit failed is undone, and
+// watchers never see it.
+func (h *Hub) AppendPending(recs []ipam.Record, committed func() error) func() error {
+	h.appendMu.Lock()
+	seq := h.next
+	h.next++
+	var wait func() error
+	if h.store != nil {
+		wait = h.store.Append(recs)
 	}
+	h.appendMu.Unlock()
+	return func() error {
+		if err := committed(); err != nil {
+			if wait != nil {
+				_ = wait() // the store's batch completes; the commit's error is the one to report
+			}
+			h.complete(seq, nil)
+			return err
+		}
+		if wait == nil {
+			h.complete(seq, recs)
+			return nil
+		}
+		return h.durable(seq, recs, wait)
+	}
+}
+
+// durable waits until the store has batch seq (wait) and publishes it,
+// or reports the store's failure.
+func (h *Hub) durable(seq uint64, recs []ipam.Record, wait func() error) error {
+	if err := wait(); err != nil {
+		// Not durable: watchers must not see it. The batch still takes
+		// its turn so that later batches are published.
+		h.log.Error("journal append failed", "err", err)
+		h.failOnce.Do(func() {
+			if h.onFailure != nil {
+				h.onFailure(err)
+			}
+		})
+		h.complete(seq, nil)
+		return &codedError{msg: "store: " + err.Error(), sentinel: ErrUnavailable, cause: err}
+	}
+	h.complete(seq, recs)
+	return nil
 }
 
 // complete marks batch seq durable (recs nil: failed, nothing to publish)

@@ -105,3 +105,55 @@ func TestHubSkipsOwnerRecords(t *testing.T) {
 		t.Fatal("no event")
 	}
 }
+
+// TestHubPublishesOnlyCommittedChanges: a change whose commit is not
+// known yet (the write lead's pipelined transaction, AppendPending) takes
+// its turn when appended but is published only once its commit succeeds;
+// one whose commit fails is never published (it is undone), its wait
+// returns the commit's error, and the store is not failed for it.
+func TestHubPublishesOnlyCommittedChanges(t *testing.T) {
+	hub := server.NewHub(nil, 0, nil)
+	storeFailed := false
+	hub.OnFailure(func(error) { storeFailed = true })
+	sub, err := hub.Subscribe("", "")
+	must(t, err)
+	defer sub.Close()
+	batch := func(name string) []ipam.Record {
+		return []ipam.Record{{Op: ipam.OpDeleteAllocation, Key: ipam.Key{Owner: "o", Namespace: "default", Name: name}}}
+	}
+	commitA, commitB := make(chan error, 1), make(chan error, 1)
+	waitA := hub.AppendPending(batch("a"), func() error { return <-commitA })
+	waitB := hub.AppendPending(batch("b"), func() error { return <-commitB })
+	if w := hub.Append(batch("c")); w != nil {
+		t.Fatal("a committed change in memory returned a wait function")
+	}
+	select {
+	case ev := <-sub.Events():
+		t.Fatalf("%s published before the commits before it are known", ev.GetKey().GetName())
+	case <-time.After(50 * time.Millisecond):
+	}
+	errConflict := ipam.ErrStale
+	commitA <- errConflict
+	if err := waitA(); !errors.Is(err, ipam.ErrStale) {
+		t.Fatalf("wait of the failed commit: %v, want the commit's error", err)
+	}
+	commitB <- nil
+	if err := waitB(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for len(got) < 2 {
+		select {
+		case ev := <-sub.Events():
+			got = append(got, ev.GetKey().GetName())
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events %q, then nothing", got)
+		}
+	}
+	if want := []string{"b", "c"}; !slices.Equal(got, want) {
+		t.Fatalf("events %q, want %q (a's commit failed)", got, want)
+	}
+	if storeFailed {
+		t.Fatal("a failed commit was taken for a failure of the store")
+	}
+}

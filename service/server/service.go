@@ -191,6 +191,19 @@ func (s *Service) Get(ctx context.Context, req *ipamv1.GetRequest) (*ipamv1.GetR
 	if err := s.allowRead(ctx); err != nil {
 		return nil, toStatus(err)
 	}
+	var obj *ipamv1.Object
+	var err error
+	if serr := s.a.ReadSettled(func() { obj, err = s.get(req) }); serr != nil {
+		return nil, toStatus(serr)
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &ipamv1.GetResponse{Object: obj}, nil
+}
+
+// get reads the object Get asks for.
+func (s *Service) get(req *ipamv1.GetRequest) (*ipamv1.Object, error) {
 	key := keyFromProto(req.GetKey())
 	obj := &ipamv1.Object{}
 	var err error
@@ -226,10 +239,7 @@ func (s *Service) Get(ctx context.Context, req *ipamv1.GetRequest) (*ipamv1.GetR
 	default:
 		err = invalidRequest("kind", fmt.Sprintf("%s is not an object kind", req.GetKind()))
 	}
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	return &ipamv1.GetResponse{Object: obj}, nil
+	return obj, err
 }
 
 // List returns objects of one kind, filtered and paged.
@@ -237,7 +247,11 @@ func (s *Service) List(ctx context.Context, req *ipamv1.ListRequest) (*ipamv1.Li
 	if err := s.allowRead(ctx); err != nil {
 		return nil, toStatus(err)
 	}
-	resp, err := s.list(req)
+	var resp *ipamv1.ListResponse
+	var err error
+	if serr := s.a.ReadSettled(func() { resp, err = s.list(req) }); serr != nil {
+		return nil, toStatus(serr)
+	}
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -327,7 +341,11 @@ func (s *Service) Tree(ctx context.Context, req *ipamv1.TreeRequest) (*ipamv1.Tr
 	if err := ipam.CheckName("request", ipam.Key{}, "network_instance", req.GetNetworkInstance()); err != nil {
 		return nil, toStatus(err)
 	}
-	nodes, err := s.a.Tree(req.GetNetworkInstance())
+	var nodes []ipam.TreeNode
+	var err error
+	if serr := s.a.ReadSettled(func() { nodes, err = s.a.Tree(req.GetNetworkInstance()) }); serr != nil {
+		return nil, toStatus(serr)
+	}
 	if err != nil {
 		return nil, toStatus(err)
 	}

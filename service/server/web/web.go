@@ -11,11 +11,14 @@
 package web
 
 import (
+	"bytes"
+	"cmp"
 	"embed"
 	"errors"
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -146,7 +149,51 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	h.mux.ServeHTTP(w, r)
+	if strings.HasPrefix(r.URL.Path, "/static/") || r.URL.Path == "/events" || h.cfg.Allocator == nil {
+		h.mux.ServeHTTP(w, r)
+		return
+	}
+	// A page is sent only once what it shows is committed: the write
+	// lead shows changes whose commit is still on its way, and one that
+	// then fails is undone (the page is made again).
+	var held *heldResponse
+	err := h.cfg.Allocator.ReadSettled(func() {
+		held = &heldResponse{header: w.Header().Clone()}
+		h.mux.ServeHTTP(held, r)
+	})
+	if err != nil {
+		http.Error(w, capText("the state could not be read: "+err.Error(), 512), http.StatusServiceUnavailable)
+		return
+	}
+	maps.Copy(w.Header(), held.header)
+	w.WriteHeader(cmp.Or(held.code, http.StatusOK))
+	_, _ = w.Write(held.body.Bytes())
+}
+
+// heldResponse is a page's response, held until what it shows is known
+// to be committed.
+type heldResponse struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+// Header returns the headers the page sets.
+func (r *heldResponse) Header() http.Header { return r.header }
+
+// WriteHeader keeps the page's status.
+func (r *heldResponse) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+}
+
+// Write keeps the page's body.
+func (r *heldResponse) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.body.Write(b)
 }
 
 // UnauthenticatedError is an Authorize error for a caller that is not

@@ -83,9 +83,12 @@ func (s *Store) Commit(recs []ipam.Record) (func() error, error) {
 		r.val, r.piped = val, s.lead.Load() && len(val) <= MaxBatchBytes
 	}
 	s.qmu.Lock()
-	if len(recs) == 0 && s.pending == 0 && !s.dirty {
+	if len(recs) == 0 && s.pending == 0 && (!s.dirty || !s.spoiled) {
+		// Nothing it could rest on: no change waits, and the allocator
+		// holds none that failed (a reload without failed changes
+		// leaves the committed state until it ends).
 		s.qmu.Unlock()
-		return nil, nil // nothing it could rest on
+		return nil, nil
 	}
 	if s.dirty {
 		s.qmu.Unlock()
@@ -145,6 +148,7 @@ func (s *Store) commitLoop() {
 // nothing more to do.
 func (s *Store) spoil() {
 	s.qmu.Lock()
+	s.spoiled = true
 	if s.dirty {
 		s.qmu.Unlock()
 		return

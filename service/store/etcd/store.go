@@ -104,6 +104,7 @@ type Store struct {
 	queue   []*commitReq
 	stopped bool
 	dirty   bool
+	spoiled bool // the allocator holds changes of failed pipelined transactions (until the reload's reset)
 	epoch   uint64
 	pending int           // pipelined changes queued or in flight
 	drained sync.Cond     // L is &qmu: broadcast when pending reaches 0 or dirty is set
@@ -395,6 +396,9 @@ func (s *Store) reload(why error) (int64, error) {
 	if err := s.a.Reset(st.recs); err != nil {
 		return 0, fmt.Errorf("store etcd: reloading: %w", err)
 	}
+	s.qmu.Lock()
+	s.spoiled = false // the failed changes are gone
+	s.qmu.Unlock()
 	if s.publish != nil {
 		diff, err := changes(before, s.a.Snapshot(nil))
 		if err != nil {
