@@ -77,6 +77,7 @@ func TestNoDirtyReadsOnTheWriteLead(t *testing.T) {
 	sel := ipam.Labels{ipam.LabelNetworkInstance: "vpc-1", ipam.LabelNetworkName: "net"}
 	x := ipam.Key{Owner: "o", Namespace: "default", Name: "x"}
 
+	time.Sleep(etcd.PipelineQuiet) // the leader pipelines from now on
 	faulty.Store(true)
 	allocated := make(chan error, 1)
 	go func() {

@@ -80,7 +80,7 @@ func (s *Store) Commit(recs []ipam.Record) (func() error, error) {
 		if err != nil {
 			return nil, fmt.Errorf("store etcd: encoding: %w", err)
 		}
-		r.val, r.piped = val, s.lead.Load() && len(val) <= MaxBatchBytes
+		r.val, r.piped = val, s.lead.Load() && len(val) <= MaxBatchBytes && s.uncontended()
 	}
 	s.qmu.Lock()
 	if len(recs) == 0 && s.pending == 0 && (!s.dirty || !s.spoiled) {
@@ -116,6 +116,21 @@ func (s *Store) Commit(recs []ipam.Record) (func() error, error) {
 		return func() error { return <-r.done }, nil
 	}
 	return nil, <-r.done
+}
+
+// PipelineQuiet is how long a leader commits without pipelining after
+// it took the lead or applied an entry of another replica: a change of
+// another replica that commits while the leader has pipelined changes in
+// flight makes the leader reload its whole state, whereas a change that
+// did not pipeline merely runs again. Other replicas commit by
+// themselves while they do not know the leader (after a failover, the
+// changes they were making when they learned of it) or cannot reach it.
+const PipelineQuiet = 250 * time.Millisecond
+
+// uncontended reports whether no other replica committed, and this one
+// did not take the lead, within PipelineQuiet.
+func (s *Store) uncontended() bool {
+	return time.Since(time.Unix(0, s.contended.Load())) >= PipelineQuiet
 }
 
 // commitLoop commits the queued changes, a transaction at a time, until

@@ -196,11 +196,13 @@ func (c localCommits) Allocate(ctx context.Context, in *ipamv1.AllocateRequest, 
 	return c.IPAMClient.Allocate(metadata.AppendToOutgoingContext(ctx, "ipam-forwarded-by", "test"), in, opts...)
 }
 
-// TestLeaderRaceWithLocalCommits: one replica holds the write lead and
-// pipelines its commits while another commits its own changes in the
-// same network instance (no forwarding), so the leader's transactions
-// keep losing the race for the head: each loss makes it reload its state
-// from etcd and its callers run again. 32 clients on each replica make
+// TestLeaderRaceWithLocalCommits: one replica holds the write lead while
+// another commits its own changes in the same network instance (no
+// forwarding), so the leader's transactions keep losing the race for the
+// head: a loss of pipelined changes makes it reload its state from etcd
+// (after another replica's commit it pipelines only once it has been
+// quiet for a while) and its callers run again; the other replica's
+// losses answer Unavailable, and its clients retry. 32 clients on each replica make
 // 20 allocations each: no address is handed out twice, both replicas
 // agree, and a replica started afterwards restores every acknowledged
 // allocation.

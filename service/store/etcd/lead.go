@@ -29,6 +29,7 @@ const LeaseTTL = 3
 // advertising addr, the gRPC address the other replicas forward writes
 // to, and follow which replica holds it (Leader). Call it after Restore.
 func (s *Store) Lead(addr string) {
+	s.self.Store(addr)
 	s.rounds.Add(2)
 	go func() {
 		defer s.rounds.Done()
@@ -69,9 +70,10 @@ func (s *Store) campaign(addr string) {
 		}
 		// Catch up first, so that the first pipelined transaction finds
 		// the head where this replica is.
-		if err := s.CatchUp(&staleError{}); err != nil {
+		if err := s.catchUp(&staleError{}); err != nil {
 			s.log.Warn("etcd: catching up before leading", "err", err)
 		}
+		s.contended.Store(time.Now().UnixNano()) // the others may still commit by themselves
 		s.lead.Store(true)
 		s.log.Info("etcd: this replica holds the write lead", "addr", addr)
 		select {

@@ -120,8 +120,10 @@ type Store struct {
 	// can); atomic, as Append reads it under the allocator's locks.
 	failure atomic.Pointer[error]
 
-	lead   atomic.Bool  // this replica holds the write lead: commits are pipelined (lead.go)
-	leader atomic.Value // string: the gRPC address of the replica holding the write lead
+	self      atomic.Value // string: the address this replica campaigns with (Lead)
+	lead      atomic.Bool  // this replica holds the write lead: commits are pipelined (lead.go)
+	contended atomic.Int64 // unix nanoseconds: when another replica's entry was applied or this one took the lead
+	leader    atomic.Value // string: the gRPC address of the replica holding the write lead
 }
 
 // staleError is a refused or undecided commit: the allocator must reach
@@ -333,6 +335,7 @@ func (s *Store) applyEntry(kv *mvccpb.KeyValue) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	// No commit can succeed meanwhile: the head is past s.applied.
+	s.contended.Store(time.Now().UnixNano())
 	if err := a.Apply(recs); err != nil {
 		return fmt.Errorf("%w: applying %s: %w", errBehind, kv.Key, err)
 	}
@@ -444,7 +447,25 @@ func (s *Store) fail(err error) {
 
 // CatchUp implements ipam.Committer: it waits until the watch has applied
 // the head revision that refused a commit (read again when unknown).
+//
+// A replica whose own transaction lost the race for the head (or did not
+// learn its outcome) although another replica holds the write lead
+// answers Unavailable instead: it could not reach the leader, or not yet
+// (a killed leader whose lease still lives; a new leader while this one
+// still made changes by itself). Trying again here would race the
+// leader's transactions; the caller retries, forwarded to the leader
+// once it answers.
 func (s *Store) CatchUp(err error) error {
+	var se *staleError
+	lost := errors.As(err, &se) && !se.reloading
+	if leader, self := s.Leader(); lost && !self && leader != "" && leader != s.self.Load() {
+		return &unavailableError{fmt.Errorf("store etcd: the replica at %s holds the write lead; not racing it: %w", leader, err)}
+	}
+	return s.catchUp(err)
+}
+
+// catchUp is CatchUp without the test on the write lead.
+func (s *Store) catchUp(err error) error {
 	var se *staleError
 	var target int64
 	if errors.As(err, &se) {
