@@ -53,6 +53,13 @@
 //     order, with ipam.Allocator.Apply, and passes them to the journal given
 //     to Publish (the server's watch hub); entries at or below the applied
 //     revision (this replica's own) are skipped.
+//   - A replica that does not lead and loses the race while another one
+//     holds the write lead (it could not reach the leader, or learned of
+//     it after the change began) does not retry: CatchUp answers
+//     Unavailable, and the client's retry is forwarded. The leader does
+//     not pipeline for PipelineQuiet after it took the lead or applied
+//     another replica's entry: such entries then make its changes run
+//     again instead of making it reload.
 //   - A commit still stale after the retries, or a replica that cannot reach
 //     etcd or is reloading for longer than the catch-up allows, answers
 //     gRPC Unavailable: retry elsewhere.
@@ -63,10 +70,16 @@
 // decides who should write, and a killed leader holds nothing others wait
 // for (they commit by themselves until one of them leads). Writes are
 // serialized through the one head key, one transaction in flight, which
-// carries every change queued meanwhile; the leader's replica reads
-// changes on their way to etcd (as the file store's replica reads
-// changes waiting for their fsync), and one that is then undone shows in
-// its reads and Watch streams until the reload.
+// carries every change queued meanwhile. The leader's allocator holds
+// changes on their way to etcd, so reads settle (ipam.Allocator.Settle:
+// Commit without records queues a barrier behind the changes queued so
+// far and waits for it; a failed one makes the read wait for the reload
+// and read again), and the server's hub publishes a pipelined change to
+// Watch streams only once its transaction succeeded
+// (ipam.PendingJournal). A reload holds commits from its start until the
+// revision it loaded is the applied one: a change admitted earlier would
+// compare the head with the revision from before, fail and, pipelined,
+// spoil the allocator again, a reload after each reload.
 //
 // # Snapshots and log truncation
 //
@@ -105,7 +118,8 @@
 //     difference (deletes of the objects that are gone, puts of those new
 //     or changed), then the watch resumes after the loaded revision.
 //
-// Not done: reads served by a replica that is reloading show its old
-// state until the reload ends; a snapshot is built in memory (its encoding
-// and gzip buffers) before it is written.
+// Not done: reads served by a replica that is reloading without failed
+// changes show its old (committed) state until the reload ends; a
+// snapshot is built in memory (its encoding and gzip buffers) before it
+// is written.
 package etcd
