@@ -3,8 +3,10 @@ package etcd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -21,8 +23,9 @@ import (
 // reloads its state from etcd.
 
 // LeaseTTL is the time to live, in seconds, of the leader's lease: a
-// leader killed without resigning is replaced after about that long
-// (the other replicas commit their changes themselves meanwhile).
+// leader lost without resigning is replaced after about that long (the
+// other replicas commit their changes themselves meanwhile), unless the
+// others see its process gone and depose it at once (Depose).
 const LeaseTTL = 3
 
 // Lead makes this replica campaign for the write lead until Close,
@@ -89,6 +92,54 @@ func (s *Store) campaign(addr string) {
 		cancel()
 		_ = sess.Close() // revokes the lease; it expires anyway
 	}
+}
+
+// DeposeInterval is the least time between two depositions by one
+// replica (Depose): a replica wrong about a leader costs at most one lead
+// change per interval.
+const DeposeInterval = LeaseTTL * time.Second
+
+// Depose ends the write lead of the replica advertising addr, if it still
+// holds it and is not this one, by revoking the lease of its election
+// key: the next candidate leads at once instead of when the lease
+// expires. Call it on strong evidence that the leader's process is gone
+// (the server's forwarder calls it when a fresh connection to the leader
+// is refused). A live leader deposed by mistake only loses the lead and
+// campaigns again: the lead is a matter of speed, every transaction
+// compares the head. It deposes at most once per DeposeInterval and
+// reports whether it revoked a lease.
+func (s *Store) Depose(addr string) (bool, error) {
+	if self, _ := s.self.Load().(string); addr == "" || addr == self {
+		return false, nil
+	}
+	last := s.deposed.Load()
+	if last != 0 && time.Since(time.Unix(0, last)) < DeposeInterval {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.leadPfx, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	if err != nil {
+		return false, fmt.Errorf("store etcd: reading the write lead to depose %s: %w", addr, err)
+	}
+	if len(resp.Kvs) == 0 || string(resp.Kvs[0].Value) != addr || resp.Kvs[0].Lease == 0 {
+		return false, nil // it no longer leads
+	}
+	if !s.deposed.CompareAndSwap(last, time.Now().UnixNano()) {
+		return false, nil // another deposition just ran
+	}
+	// The lease is the leader's own: a later leader has another key and
+	// lease, so this revokes nothing but what was read.
+	lease := clientv3.LeaseID(resp.Kvs[0].Lease)
+	if _, err := s.cli.Revoke(ctx, lease); err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return false, nil // expired meanwhile
+		}
+		return false, fmt.Errorf("store etcd: revoking the lease %x of the write lead %s: %w", int64(lease), addr, err)
+	}
+	s.log.Warn("etcd: deposed the write lead, whose process is gone", "leader", addr, "lease", fmt.Sprintf("%x", int64(lease)))
+	return true, nil
 }
 
 // observe follows which replica holds the write lead: the oldest key

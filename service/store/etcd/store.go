@@ -124,6 +124,7 @@ type Store struct {
 	lead      atomic.Bool  // this replica holds the write lead: commits are pipelined (lead.go)
 	contended atomic.Int64 // unix nanoseconds: when another replica's entry was applied or this one took the lead
 	leader    atomic.Value // string: the gRPC address of the replica holding the write lead
+	deposed   atomic.Int64 // unix nanoseconds: when this replica last revoked a leader's lease (Depose)
 }
 
 // staleError is a refused or undecided commit: the allocator must reach
