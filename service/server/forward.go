@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -31,7 +34,18 @@ type leaderStore interface {
 	// Leader returns the address of the replica holding the lead and
 	// whether it is this one.
 	Leader() (addr string, self bool)
+	// Depose ends the lead of the replica at addr, whose process is gone,
+	// if it still holds it; it reports whether it did.
+	Depose(addr string) (bool, error)
 }
+
+// probeTimeout bounds the fresh connection a replica opens to a leader it
+// failed to reach (forwarder.suspect), and probeInterval is the least
+// time between two such probes.
+const (
+	probeTimeout  = time.Second
+	probeInterval = 100 * time.Millisecond
+)
 
 // forwardedHeader marks a call one replica forwarded to another, which
 // serves it itself.
@@ -81,10 +95,16 @@ type forwarder struct {
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
 	relays map[string]*relayClient
+
+	probing   atomic.Bool  // a probe of the leader runs (suspect)
+	lastProbe atomic.Int64 // unix nanoseconds: when the last one started
+	// refused reports whether a fresh connection to addr is refused; a
+	// test replaces it to count probes.
+	refused func(addr string) bool
 }
 
 func newForwarder(store leaderStore, self string, creds credentials.TransportCredentials, log *slog.Logger, m *Metrics) *forwarder {
-	return &forwarder{store: store, self: self, creds: creds, log: log, conns: map[string]*grpc.ClientConn{}, relays: map[string]*relayClient{},
+	return &forwarder{store: store, self: self, creds: creds, log: log, conns: map[string]*grpc.ClientConn{}, relays: map[string]*relayClient{}, refused: connRefused,
 		forwarded: m.forwards.WithLabelValues("forwarded"), fellBack: m.forwards.WithLabelValues("committed_here")}
 }
 
@@ -106,6 +126,7 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 		// The leader is gone or cannot commit: this replica commits.
 		f.log.Debug("the write lead is unavailable; committing here", "leader", leader, "err", err)
 		f.fellBack.Inc()
+		f.suspect(leader)
 		return handler(ctx, req)
 	}
 	f.forwarded.Inc()
@@ -113,6 +134,49 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 		return nil, err
 	}
 	return resp, nil
+}
+
+// suspect checks, in the background, whether the process of the leader
+// at addr, which this replica failed to reach, is gone: when a fresh TCP
+// connection to it is refused (nothing listens on its address: the
+// kernel answers at once), the store deposes it, so that a replica that
+// lives leads within moments instead of when the dead leader's lease
+// expires. Anything else (the connection opens, or times out: a slow or
+// unreachable leader, which may still be alive and leading) leaves the
+// lead alone, to its lease. One probe runs at a time, at most one per
+// probeInterval; the store deposes at most once per
+// etcd.DeposeInterval.
+func (f *forwarder) suspect(addr string) {
+	if last := f.lastProbe.Load(); time.Since(time.Unix(0, last)) < probeInterval || !f.probing.CompareAndSwap(false, true) {
+		return
+	}
+	f.lastProbe.Store(time.Now().UnixNano())
+	go func() {
+		defer f.probing.Store(false)
+		if !f.refused(addr) {
+			return
+		}
+		if leader, _ := f.store.Leader(); leader != addr {
+			return // the lead moved meanwhile
+		}
+		deposed, err := f.store.Depose(addr)
+		switch {
+		case err != nil:
+			f.log.Warn("the write lead refuses connections; deposing it failed", "leader", addr, "err", err)
+		case deposed:
+			f.log.Info("the write lead refuses connections: deposed it", "leader", addr)
+		}
+	}()
+}
+
+// connRefused reports whether a fresh TCP connection to addr is refused.
+func connRefused(addr string) bool {
+	c, err := (&net.Dialer{Timeout: probeTimeout}).Dial("tcp", addr)
+	if err == nil {
+		_ = c.Close() // a probe: nothing was sent
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // forward makes the call on the leader, with the caller's authorization

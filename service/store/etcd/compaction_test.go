@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -352,13 +351,17 @@ func TestReplicaStoppedWhileTruncatedRestores(t *testing.T) {
 }
 
 // proxy forwards TCP connections to target until partitioned: then it
-// cuts every connection and refuses new ones, as a network partition
-// between one replica and etcd would.
+// cuts every connection and closes new ones, as a network partition
+// between one replica and etcd would. Stalled, it keeps every connection
+// and accepts new ones but forwards no byte, as a process that does not
+// answer would; stopped, it refuses new connections, as the address of a
+// process that is gone does.
 type proxy struct {
 	l      net.Listener
-	target string
 	mu     sync.Mutex
+	target string
 	cut    bool
+	stuck  bool
 	conns  map[net.Conn]bool
 }
 
@@ -376,6 +379,16 @@ func startProxy(t testing.TB, target string) *proxy {
 
 func (p *proxy) endpoint() string { return "http://" + p.l.Addr().String() }
 
+// addr is the proxy's host:port.
+func (p *proxy) addr() string { return p.l.Addr().String() }
+
+// retarget forwards the next connections to target.
+func (p *proxy) retarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+}
+
 func (p *proxy) serve() {
 	for {
 		in, err := p.l.Accept()
@@ -383,13 +396,13 @@ func (p *proxy) serve() {
 			return
 		}
 		p.mu.Lock()
-		cut := p.cut
+		cut, target := p.cut, p.target
 		p.mu.Unlock()
 		if cut {
 			in.Close()
 			continue
 		}
-		out, err := net.Dial("tcp", p.target)
+		out, err := net.Dial("tcp", target)
 		if err != nil {
 			in.Close()
 			continue
@@ -397,25 +410,64 @@ func (p *proxy) serve() {
 		p.mu.Lock()
 		p.conns[in], p.conns[out] = true, true
 		p.mu.Unlock()
-		go func() { io.Copy(out, in); out.Close() }()
-		go func() { io.Copy(in, out); in.Close() }()
+		go func() { p.copy(out, in); out.Close() }()
+		go func() { p.copy(in, out); in.Close() }()
+	}
+}
+
+// copy forwards what src sends to dst, holding it while stalled.
+func (p *proxy) copy(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		for {
+			p.mu.Lock()
+			stuck := p.stuck
+			p.mu.Unlock()
+			if !stuck {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
 }
 
 func (p *proxy) partition() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cut = true
+	p.cut, p.stuck = true, false
 	for c := range p.conns {
 		c.Close()
 	}
 	clear(p.conns)
 }
 
+// stall stops forwarding bytes, on every connection and the next ones.
+func (p *proxy) stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stuck = true
+}
+
+// stop closes the listener and every connection: new connections are
+// refused.
+func (p *proxy) stop() {
+	p.l.Close()
+	p.partition()
+}
+
 func (p *proxy) heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cut = false
+	p.cut, p.stuck = false, false
 }
 
 // TestCompactedWatchRecovers: a replica is cut off from etcd while the
