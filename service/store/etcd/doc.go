@@ -22,8 +22,10 @@
 //   - The write lead (lead.go): replicas that can forward (plaintext
 //     gRPC, or mTLS with the replicas named in the policy) elect one of
 //     them through an etcd election (a lease of LeaseTTL seconds
-//     under PREFIX/lead/, the value its --advertise-addr) and forward the
-//     changes their callers ask for to it (the server's forwarder); reads
+//     under PREFIX/lead/, the value its --advertise-addr; a replica
+//     that sees the leader's process gone revokes its lease: Depose)
+//     and forward the changes their callers ask for to it (the server's
+//     forwarder); reads
 //     stay where they arrive. The leader pipelines: Commit only queues the
 //     entry, the mutation releases its locks and waits for the
 //     transaction afterwards, so the next changes of the same network

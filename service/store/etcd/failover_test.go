@@ -365,10 +365,12 @@ func listAllocations(t testing.TB, conn ipamv1.IPAMClient) map[string]string {
 
 // TestWriteLeadFailoverRecovery: 64 clients allocate without pause
 // through three ipam-server processes on one etcd; the write lead is
-// killed with SIGKILL mid-load. It prints the write rate before the kill,
-// every half second after it, and how long after the kill it was back to
-// 80% of the rate before: about LeaseTTL (until the lease of the dead
-// leader expires and a survivor leads) plus a catch-up. It fails only
+// killed with SIGKILL mid-load. It prints when the write lead moved, the
+// write rate before the kill, every half second after it, and how long
+// after the kill it was back to 80% of the rate before: a survivor whose
+// relay to the dead leader broke finds its address refusing connections
+// and deposes it (its lease would live up to LeaseTTL seconds more), a
+// survivor leads and catches up. It fails only
 // past a generous bound, so that a loaded machine does not make it
 // flaky, and when the new leader reloaded its state more than once. No
 // acknowledged allocation is lost and no address is held twice.
@@ -428,6 +430,32 @@ func TestWriteLeadFailoverRecovery(t *testing.T) {
 			}
 		})
 	}
+	// Follow the write lead: every change, from the start of the load.
+	type leadChange struct {
+		at   time.Duration
+		addr string
+	}
+	var changes []leadChange
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		cur := procs[lead].addr()
+		for !stop.Load() {
+			resp, err := cli.Get(context.Background(), "/recover/lead/", clientv3.WithPrefix(),
+				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+			if err == nil {
+				addr := ""
+				if len(resp.Kvs) > 0 {
+					addr = string(resp.Kvs[0].Value)
+				}
+				if addr != cur {
+					changes = append(changes, leadChange{time.Since(start), addr})
+					cur = addr
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
 	time.Sleep(warm + measure)
 	kill := time.Since(start)
 	procs[lead].kill()
@@ -435,6 +463,15 @@ func TestWriteLeadFailoverRecovery(t *testing.T) {
 	time.Sleep(after)
 	stop.Store(true)
 	wg.Wait()
+	<-watched
+	var moves []string
+	for _, c := range changes {
+		moves = append(moves, fmt.Sprintf("%+.2fs→%q", (c.at-kill).Seconds(), c.addr))
+	}
+	// Under load, before the kill, the lead stays; after it, it moves once
+	// (printed, not asserted: a machine overloaded for seconds may lose a
+	// lease).
+	t.Logf("the write lead moved %d times (seconds from the kill → leader): %s", len(changes), strings.Join(moves, " "))
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
