@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/server"
@@ -179,6 +182,17 @@ func benchE1(b *testing.B, vrfs int, mtls bool) {
 		loadVRFs(b, plainConns, vrfs, clients, perClient, "warm")
 	}
 	txns0, changes0, secs0 := commitTotals(b, metricsAddrs)
+	// A replica whose lease ends (expired under load, revoked as dead)
+	// deletes its election key: the write lead flaps if that happens.
+	wctx, wcancel := context.WithCancel(context.Background())
+	defer wcancel()
+	var leaseLosses atomic.Int64
+	wch := etcdClient(b, c.endpoints()).Watch(wctx, "/bench/lead/", clientv3.WithPrefix(), clientv3.WithFilterPut())
+	go func() {
+		for resp := range wch {
+			leaseLosses.Add(int64(len(resp.Events)))
+		}
+	}()
 	var etcdTime, fileTime, plainTime time.Duration
 	n, round := 0, 0
 	for b.Loop() {
@@ -205,6 +219,7 @@ func benchE1(b *testing.B, vrfs int, mtls bool) {
 	if plainConns != nil {
 		b.ReportMetric(plainTime.Seconds()/etcdTime.Seconds(), "mtls-ratio")
 	}
+	b.ReportMetric(float64(leaseLosses.Load()), "lease-losses")
 	txns, changes, secs := commitTotals(b, metricsAddrs)
 	if txns > txns0 {
 		b.ReportMetric((changes-changes0)/(txns-txns0), "changes/txn")
