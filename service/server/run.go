@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/client"
 	"github.com/nephio-project/ipam/service/grpcopt"
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/server/authz"
@@ -246,7 +247,7 @@ func checkWebExposure(cfg Config, tls, policy bool, log *slog.Logger) error {
 		addr = cfg.WebListener.Addr().String()
 	case cfg.WebAddr == "":
 		return nil
-	case loopbackAddr(cfg.WebAddr):
+	case client.Loopback(cfg.WebAddr):
 		return nil
 	}
 	if !cfg.WebInsecure {
@@ -254,20 +255,6 @@ func checkWebExposure(cfg Config, tls, policy bool, log *slog.Logger) error {
 	}
 	log.Warn("--web-insecure: the web view shows every owner's objects to anyone who reaches this address, in plaintext", "addr", addr)
 	return nil
-}
-
-// loopbackAddr reports whether host:port addr names a loopback address or
-// localhost.
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 // Run serves the IPAM gRPC service until ctx is cancelled: it opens the
