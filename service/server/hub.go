@@ -124,12 +124,7 @@ func (h *Hub) buildIndex() {
 // records are durable already: Append publishes them and returns nil.
 func (h *Hub) Append(recs []ipam.Record) func() error {
 	h.appendMu.Lock()
-	seq := h.next
-	h.next++
-	var wait func() error
-	if h.store != nil {
-		wait = h.store.Append(recs)
-	}
+	seq, wait := h.enqueue(recs)
 	if wait == nil {
 		// In order: appendMu is held, so no later batch is published first.
 		h.complete(seq, recs)
@@ -140,6 +135,18 @@ func (h *Hub) Append(recs []ipam.Record) func() error {
 	return func() error { return h.durable(seq, recs, wait) }
 }
 
+// enqueue gives recs the next turn to be published and hands them to
+// the store's journal, whose wait is nil when it has nothing to wait for.
+// It is called with appendMu held, so turns follow the order of appends.
+func (h *Hub) enqueue(recs []ipam.Record) (seq uint64, wait func() error) {
+	seq = h.next
+	h.next++
+	if h.store != nil {
+		wait = h.store.Append(recs)
+	}
+	return seq, wait
+}
+
 // AppendPending implements ipam.PendingJournal: the records of a change
 // whose commit (to a store shared by replicas, queued by the write lead)
 // is not known yet take their turn now, and are published only once
@@ -147,12 +154,7 @@ func (h *Hub) Append(recs []ipam.Record) func() error {
 // watchers never see it.
 func (h *Hub) AppendPending(recs []ipam.Record, committed func() error) func() error {
 	h.appendMu.Lock()
-	seq := h.next
-	h.next++
-	var wait func() error
-	if h.store != nil {
-		wait = h.store.Append(recs)
-	}
+	seq, wait := h.enqueue(recs)
 	h.appendMu.Unlock()
 	return func() error {
 		if err := committed(); err != nil {

@@ -48,6 +48,20 @@ type serverProc struct {
 	metrics string // the address of its metrics endpoint, if it has one
 }
 
+// startServerProcs starts three replicas of ipam-server on etcd with
+// startServerProc and returns them with a client of each.
+func startServerProcs(t testing.TB, bin string, eps []string, prefix string, metrics bool) ([]*serverProc, []ipamv1.IPAMClient) {
+	t.Helper()
+	var procs []*serverProc
+	var conns []ipamv1.IPAMClient
+	for i := range 3 {
+		p := startServerProc(t, bin, eps, prefix, i, metrics)
+		procs = append(procs, p)
+		conns = append(conns, ipamv1.NewIPAMClient(p.conn))
+	}
+	return procs, conns
+}
+
 // startServerProc starts replica n of ipam-server on etcd (with a metrics
 // endpoint if metrics is set) on free loopback ports and waits until it
 // serves. The ports were free a moment before the replica binds them; when
@@ -136,13 +150,7 @@ func (p *serverProc) kill() {
 func TestFailoverKillReplicaAndMember(t *testing.T) {
 	c := startCluster(t, 3)
 	bin := buildServer(t)
-	var procs []*serverProc
-	var conns []ipamv1.IPAMClient
-	for i := range 3 {
-		p := startServerProc(t, bin, c.endpoints(), "/failover/", i, false)
-		procs = append(procs, p)
-		conns = append(conns, ipamv1.NewIPAMClient(p.conn))
-	}
+	procs, conns := startServerProcs(t, bin, c.endpoints(), "/failover/", false)
 	seed20(t, conns[0], "10.0.0.0/20")
 
 	var down atomic.Bool
@@ -256,13 +264,7 @@ func TestWriteLeadFailover(t *testing.T) {
 	c := startCluster(t, 3)
 	bin := buildServer(t)
 	cli := etcdClient(t, c.endpoints())
-	var procs []*serverProc
-	var conns []ipamv1.IPAMClient
-	for i := range 3 {
-		p := startServerProc(t, bin, c.endpoints(), "/lead/", i, true)
-		procs = append(procs, p)
-		conns = append(conns, ipamv1.NewIPAMClient(p.conn))
-	}
+	procs, conns := startServerProcs(t, bin, c.endpoints(), "/lead/", true)
 	seed20(t, conns[0], "10.0.0.0/20")
 	leaderOf := func() int {
 		deadline := time.Now().Add(20 * time.Second)
@@ -378,13 +380,7 @@ func TestWriteLeadFailoverRecovery(t *testing.T) {
 	c := startCluster(t, 1)
 	bin := buildServer(t)
 	cli := etcdClient(t, c.endpoints())
-	var procs []*serverProc
-	var conns []ipamv1.IPAMClient
-	for i := range 3 {
-		p := startServerProc(t, bin, c.endpoints(), "/recover/", i, false)
-		procs = append(procs, p)
-		conns = append(conns, ipamv1.NewIPAMClient(p.conn))
-	}
+	procs, conns := startServerProcs(t, bin, c.endpoints(), "/recover/", false)
 	seed20(t, conns[0], "10.16.0.0/12")
 	lead := -1
 	for i, p := range procs {
