@@ -73,16 +73,7 @@ func (t *tx) authorizeOwner(os *ownerState) error {
 	if t.authz == nil || t.replay {
 		return nil
 	}
-	names := slices.Collect(maps.Keys(os.nis))
-	for _, o := range os.prefixes {
-		names = append(names, o.v.name)
-	}
-	for _, o := range os.ranges {
-		names = append(names, o.v.name)
-	}
-	for _, tb := range os.tables {
-		names = append(names, tb.v.name)
-	}
+	names := appendHeldVRFs(slices.Collect(maps.Keys(os.nis)), os)
 	slices.Sort(names)
 	for _, name := range slices.Compact(names) {
 		if err := t.authorize(os, name, "Sync", Key{Name: os.name}, "adopt"); err != nil {

@@ -194,6 +194,12 @@ func syncVRFs(os *ownerState, req SyncRequest) []string {
 			}
 		}
 	}
+	return appendHeldVRFs(names, os)
+}
+
+// appendHeldVRFs appends to names the VRFs that hold the owner's
+// prefixes, ranges and allocations (with repeats).
+func appendHeldVRFs(names []string, os *ownerState) []string {
 	for _, o := range os.prefixes {
 		names = append(names, o.v.name)
 	}
