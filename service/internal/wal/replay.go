@@ -127,6 +127,8 @@ func (l *Log) Replay(snapshot func(r io.Reader) error, record func(payload []byt
 
 	l.mu.Lock()
 	l.seq = last
+	l.enqueued.Store(last)
+	l.durable.Store(last)
 	l.cur = &group{done: make(chan struct{})}
 	l.ready = true
 	l.mu.Unlock()

@@ -46,6 +46,9 @@ type Options struct {
 	// last acknowledged batch (ErrTruncated otherwise): it logs the lost
 	// range and goes on from what is left.
 	RecoverTruncated bool
+	// SyncFile, when set, replaces (*os.File).Sync for the fsyncs of
+	// segment files: fault injection (a slow or failing fsync) in tests.
+	SyncFile func(*os.File) error
 }
 
 // Log is an open write-ahead log in a data directory. Its methods are safe
@@ -66,7 +69,14 @@ type Log struct {
 	replayed bool   // Replay was called
 	ready    bool   // Replay succeeded and the writer runs
 	closed   bool
-	err      error // the first write or fsync failure: the Log is failed
+	err      error  // the first write or fsync failure: the Log is failed
+	writing  *group // the group the writer took last (nil before its first turn)
+
+	// Synced's fast path reads these without l.mu: enqueued is l.seq,
+	// stored under l.mu; durable is the last batch written and fsynced,
+	// stored by the writer before it releases the group's Waits.
+	enqueued atomic.Uint64
+	durable  atomic.Uint64
 
 	kick    chan struct{} // wakes the writer; capacity 1
 	stopped chan struct{} // closed when the writer has returned
@@ -97,12 +107,15 @@ func Open(dir string, opts Options) (*Log, error) {
 		noSync:   opts.NoSync,
 		segBytes: opts.SegmentBytes,
 		recover:  opts.RecoverTruncated,
-		syncFile: (*os.File).Sync,
+		syncFile: opts.SyncFile,
 		kick:     make(chan struct{}, 1),
 		stopped:  make(chan struct{}),
 	}
 	if l.log == nil {
 		l.log = slog.Default()
+	}
+	if l.syncFile == nil {
+		l.syncFile = (*os.File).Sync
 	}
 	if l.segBytes <= 0 {
 		l.segBytes = DefaultSegmentBytes
@@ -213,6 +226,7 @@ func (l *Log) Enqueue(payloads ...[]byte) *Pending {
 		}
 		g.buf = appendFrame(slices.Grow(g.buf, prefixSize+size), l.seq, size, payloads) // one copy of a large batch
 		g.ends = append(g.ends, len(g.buf))
+		l.enqueued.Store(l.seq)
 	}
 	p := &Pending{g: g, seq: l.seq}
 	l.mu.Unlock()
@@ -238,6 +252,34 @@ func (l *Log) wake() {
 	case l.kick <- struct{}{}:
 	default:
 	}
+}
+
+// Unsynced returns nil when every batch enqueued so far is written and
+// fsynced, and otherwise a Pending whose Wait returns once they are (it
+// waits for the group commit that takes the last of them; Unsynced
+// enqueues nothing), or returns the error that keeps them from ever being
+// so, as it does at once after the Log failed. With nothing pending it
+// costs two atomic loads: no lock, no channel.
+func (l *Log) Unsynced() *Pending {
+	last := l.enqueued.Load()
+	if l.durable.Load() >= last {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return failed(l.err)
+	}
+	// Batch last is in the group being filled, or in the one the writer
+	// took last (the writer completes groups in order), or durable.
+	g := l.writing
+	if cur := l.cur; len(cur.ends) > 0 && cur.first <= last {
+		g = cur
+	}
+	if g == nil || l.durable.Load() >= last {
+		return nil
+	}
+	return &Pending{g: g, seq: last}
 }
 
 // Seq returns the sequence number of the last enqueued batch (after Replay:
@@ -319,6 +361,7 @@ func (l *Log) run() {
 		l.mu.Lock()
 		g := l.cur
 		l.cur = next
+		l.writing = g
 		final := l.closed // no batch can follow g
 		err := l.err
 		l.mu.Unlock()
@@ -340,6 +383,9 @@ func (l *Log) run() {
 		batches := len(g.ends)
 		g.buf, g.ends = nil, nil
 		g.err = err
+		if err == nil && batches > 0 {
+			l.durable.Store(g.first + uint64(batches) - 1)
+		}
 		close(g.done)
 		if err == nil && batches > 0 {
 			// After the waiters are released: ACKED never runs ahead of
