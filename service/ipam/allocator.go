@@ -19,6 +19,7 @@ type Allocator struct {
 	vrfs      map[string]*vrf
 	journal   Journal
 	committer Committer
+	settler   SettlingJournal // journal, when it is one
 
 	ownersMu sync.Mutex
 	owners   map[string]*ownerState
@@ -111,6 +112,7 @@ func New(opts ...Option) *Allocator {
 	for _, o := range opts {
 		o(a)
 	}
+	a.settler, _ = a.journal.(SettlingJournal)
 	return a
 }
 
@@ -200,31 +202,40 @@ func (a *Allocator) mutate(ctx context.Context, m mutation, op mutator) error {
 }
 
 // Settle returns once every change that a read of the allocator made
-// before the call may have seen is committed, so that what the read
-// answers rests on committed changes only. A Committer that queues
+// before the call may have seen is committed and durable, so that what
+// the read answers rests on such changes only. A Committer that queues
 // changes (see Committer) leaves them visible before it knows their
 // outcome: Settle waits for those queued so far. When one of them
 // failed, Settle returns an error wrapping ErrStale once the allocator
-// caught up (the change is undone): the read must be made again. Another
-// error says the committer cannot tell (wrapping ErrUnavailable).
+// caught up (the change is undone): the read must be made again. A
+// SettlingJournal (a log with group commit) leaves them visible before
+// they are durable: Settle then waits for those appended so far. Another
+// error says the store cannot tell, or failed (wrapping ErrUnavailable).
 //
-// Without a Committer, or with one that does not queue, a read sees no
-// change before its commit: Settle returns nil at once. Changes waiting
-// for a Journal (an fsync) are not waited for.
+// Without a Committer that queues and a SettlingJournal, a read sees no
+// change before it is durable: Settle returns nil at once, as it does
+// when nothing is pending.
 func (a *Allocator) Settle() error {
-	if a.committer == nil {
-		return nil
-	}
-	wait, err := a.committer.Commit(nil)
-	if err == nil && wait != nil {
-		err = wait()
-	}
-	if err != nil && errors.Is(err, ErrStale) {
-		if cerr := a.committer.CatchUp(err); cerr != nil {
-			return cerr
+	if a.committer != nil {
+		wait, err := a.committer.Commit(nil)
+		if err == nil && wait != nil {
+			err = wait()
+		}
+		if err != nil && errors.Is(err, ErrStale) {
+			if cerr := a.committer.CatchUp(err); cerr != nil {
+				return cerr
+			}
+		}
+		if err != nil {
+			return err
 		}
 	}
-	return err
+	if a.settler != nil {
+		if wait := a.settler.Settled(); wait != nil {
+			return wait()
+		}
+	}
+	return nil
 }
 
 // ReadSettled calls read, which reads the allocator, until Settle
@@ -318,13 +329,18 @@ func (a *Allocator) mutateOnce(ctx context.Context, m mutation, op mutator) erro
 			}
 		}
 		var journaled func() error
-		if len(t.recs) > 0 && a.journal != nil {
+		switch {
+		case len(t.recs) > 0 && a.journal != nil:
 			if pj, ok := a.journal.(PendingJournal); ok && committed != nil {
 				// The journal waits for the commit before it publishes.
 				journaled, committed = pj.AppendPending(t.recs, committed), nil
 			} else {
 				journaled = a.journal.Append(t.recs)
 			}
+		case len(t.recs) == 0 && a.settler != nil:
+			// A change that changed nothing (an idempotent repeat) may
+			// answer with changes not yet durable: it waits for them.
+			journaled = a.settler.Settled()
 		}
 		return bothWaits(committed, journaled), nil
 	}()

@@ -277,6 +277,20 @@ type PendingJournal interface {
 	AppendPending(recs []Record, committed func() error) (wait func() error)
 }
 
+// SettlingJournal is a Journal whose Append returns before the records
+// are durable while the allocator already shows them to reads (a log with
+// group commit: they wait for the next fsync). Settled returns nil when
+// every batch appended so far is durable, and otherwise a function that
+// blocks until they are, or returns the error that keeps one of them from
+// ever being so (wrapping ErrUnavailable). Settled may be called with the
+// mutated VRFs locked: it does no I/O and, with nothing pending, costs no
+// more than an atomic load. Allocator.Settle waits for it before a read
+// answers, and a mutation that changed nothing before it returns.
+type SettlingJournal interface {
+	Journal
+	Settled() (wait func() error)
+}
+
 // Committer commits the records of a mutation to a store shared with
 // other allocators (several replicas on etcd) and may refuse them. Commit
 // is called while the mutated VRFs are locked, after the mutation succeeded

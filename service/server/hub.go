@@ -23,7 +23,8 @@ var errHubClosed = &codedError{msg: "server is shutting down", sentinel: ErrUnav
 // bounded buffers: one that falls behind is disconnected instead of
 // slowing allocation down.
 type Hub struct {
-	store  ipam.Journal // nil: in memory, records are durable at once
+	store  ipam.Journal        // nil: in memory, records are durable at once
+	settle func() func() error // the store's Settled, nil when it has none (see ipam.SettlingJournal)
 	log    *slog.Logger
 	buffer int
 
@@ -67,7 +68,22 @@ func NewHub(store ipam.Journal, buffer int, log *slog.Logger) *Hub {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{store: store, log: log, buffer: buffer, done: map[uint64][]ipam.Record{}, watchers: map[*watcher]struct{}{}}
+	h := &Hub{store: store, log: log, buffer: buffer, done: map[uint64][]ipam.Record{}, watchers: map[*watcher]struct{}{}}
+	if s, ok := store.(ipam.SettlingJournal); ok {
+		h.settle = s.Settled
+	}
+	return h
+}
+
+// Settled implements ipam.SettlingJournal for the store's journal: nil
+// when the store has no change appended and not yet durable (always, for
+// a store that shows none: memory, etcd), and otherwise the store's wait
+// for them.
+func (h *Hub) Settled() func() error {
+	if h.settle == nil {
+		return nil
+	}
+	return h.settle()
 }
 
 // OnFailure sets a function called once, on the first failure of the

@@ -21,7 +21,7 @@ var benchSel = ipam.Labels{ipam.LabelNetworkInstance: "vpc-1", ipam.LabelNetwork
 
 // benchNetwork creates vpc-1 (aggregate 10.0.0.0/8) holding the network
 // 10.0.0.0/bits named big.
-func benchNetwork(b *testing.B, a *ipam.Allocator, bits int) {
+func benchNetwork(b testing.TB, a *ipam.Allocator, bits int) {
 	b.Helper()
 	_, err := a.Sync(context.Background(), ipam.SyncRequest{Owner: "infra",
 		NetworkInstances: []ipam.NetworkInstance{{Key: ipam.Key{Name: "vpc-1"}, Prefixes: []ipam.VRFPrefix{{Prefix: pfx("10.0.0.0/8")}}}},

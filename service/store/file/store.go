@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,9 @@ type Options struct {
 	// the last acknowledged change, logging the lost range, instead of
 	// refusing to open (see wal.ErrTruncated).
 	RecoverTruncated bool
+	// SyncFile, when set, replaces (*os.File).Sync for the fsyncs of the
+	// log's segments: fault injection (a slow or failing fsync) in tests.
+	SyncFile func(*os.File) error
 }
 
 // DefaultSnapshotEvery is the number of records between automatic snapshots
@@ -88,7 +92,7 @@ type Store struct {
 	snapping atomic.Bool  // a background snapshot is running
 }
 
-var _ ipam.Journal = (*Store)(nil)
+var _ ipam.SettlingJournal = (*Store)(nil)
 
 // Open opens (creating if needed) the store in dir. Call Restore next, even
 // for an empty directory, before the allocator mutates anything.
@@ -102,7 +106,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if every == 0 {
 		every = DefaultSnapshotEvery
 	}
-	l, err := wal.Open(dir, wal.Options{Logger: lg, NoSync: opts.NoSync, RecoverTruncated: opts.RecoverTruncated})
+	l, err := wal.Open(dir, wal.Options{Logger: lg, NoSync: opts.NoSync, RecoverTruncated: opts.RecoverTruncated, SyncFile: opts.SyncFile})
 	if err != nil {
 		return nil, fmt.Errorf("file store %s: %w", dir, err)
 	}
@@ -245,6 +249,26 @@ func (s *Store) Append(recs []ipam.Record) func() error {
 		s.snapshotInBackground()
 	}
 	return p.Wait
+}
+
+// Settled returns nil when every batch appended so far is durable, and
+// otherwise a function that waits for the fsync that makes them so (the
+// group commit's next), or returns the write failure that keeps them from
+// it, wrapping ipam.ErrUnavailable: the store then refuses every change
+// until it is opened again. With nothing pending it costs two atomic
+// loads. Settled implements ipam.SettlingJournal: reads answer only
+// durable changes.
+func (s *Store) Settled() func() error {
+	p := s.log.Unsynced()
+	if p == nil {
+		return nil
+	}
+	return func() error {
+		if err := p.Wait(); err != nil {
+			return fmt.Errorf("%w: file store %s: %w", ipam.ErrUnavailable, s.dir, err)
+		}
+		return nil
+	}
 }
 
 // encodeBuf is Append's scratch space; the log copies what Enqueue gets, so
