@@ -31,7 +31,8 @@ const (
 // all calls per second ("calls/s"; W8 target ≥ 5,000), the median and
 // 99th percentile latency of every call ("p50-ms", "p99-ms"; target
 // p99 ≤ 50 ms) and the 99th percentile of the reads ("read-p99-ms", List
-// and Get, which never wait for an fsync).
+// and Get, which wait for the fsync of changes they may show: the group
+// commit in progress, and the next when theirs are queued behind it).
 func BenchmarkW8MixedLoad(b *testing.B) {
 	const (
 		clients    = 64

@@ -21,6 +21,12 @@
 // either all of its records are replayed or none. Once a write or fsync
 // fails the Log refuses every later batch (it fails closed).
 //
+// Unsynced tells a reader of the caller's state whether batches are
+// enqueued but not yet fsynced, and gives it a Pending for the group commit
+// that makes them durable (or for the failure that keeps them from it). It
+// compares the last enqueued and the last durable sequence numbers, two
+// atomic loads: a reader pays nothing when no batch is pending.
+//
 // # Files
 //
 // A data directory holds:

@@ -215,3 +215,24 @@ func BenchmarkDecodeAllocation(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkSettleIdle: what a settled read adds when no change waits for
+// an fsync (Allocator.Settle on a Store with every batch durable).
+func BenchmarkSettleIdle(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	a := ipam.New(ipam.WithJournal(s))
+	if err := s.Restore(a); err != nil {
+		b.Fatal(err)
+	}
+	benchNetwork(b, a, 16)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := a.Settle(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
