@@ -32,7 +32,8 @@ import (
 // TestEveryBinaryIsCovered fails when a main package is not listed here.
 var binaries = map[string][]string{
 	"ipam-server": {"-listen", "-data-dir", "-store", "-etcd-endpoints", "-tls-cert", "-tls-key", "-client-ca", "-metrics-addr",
-		"-authz-policy", "-recover-truncated", "-web-addr", "-web-insecure"},
+		"-authz-policy", "-recover-truncated", "-web-addr", "-web-insecure", "-max-inflight-bytes", "-inflight-wait",
+		"-max-watches-per-conn", "-max-watches-per-identity", "-durable-reads"},
 	"ipamctl":         {"-server", "-token-file"},
 	"ipam-fn":         {"server", "owner", "prune", "tlsCA", "tokenFile", "source", "--allow-network"},
 	"ipam-controller": {"-kubeconfig", "-server", "-tls-ca", "-token-file", "-metal3", "-nvidia"},

@@ -20,6 +20,9 @@ type Allocator struct {
 	journal   Journal
 	committer Committer
 	settler   SettlingJournal // journal, when it is one
+	// durableReads: Settle waits for the settler too, not only for the
+	// committer (WithDurableReads).
+	durableReads bool
 
 	ownersMu sync.Mutex
 	owners   map[string]*ownerState
@@ -101,6 +104,15 @@ func WithJournal(j Journal) Option { return func(a *Allocator) { a.journal = j }
 // its locks are held (a store shared by several replicas, such as etcd);
 // see Committer.
 func WithCommitter(c Committer) Option { return func(a *Allocator) { a.committer = c } }
+
+// WithDurableReads makes Settle (and so ReadSettled) wait, when the
+// journal is a SettlingJournal (the file store's group commit), until
+// the changes a read may show are durable, not only committed: a read
+// then never shows a change that a failed fsync or a crash would lose,
+// at the price of waiting for the fsync in progress under write load. A
+// mutation that changed nothing (an idempotent repeat) waits for them
+// either way before it answers, since its answer acknowledges them.
+func WithDurableReads() Option { return func(a *Allocator) { a.durableReads = true } }
 
 // MaxStaleRetries bounds how many times a mutation refused with ErrStale by
 // the Committer is run again after catching up.
@@ -209,12 +221,13 @@ func (a *Allocator) mutate(ctx context.Context, m mutation, op mutator) error {
 // failed, Settle returns an error wrapping ErrStale once the allocator
 // caught up (the change is undone): the read must be made again. A
 // SettlingJournal (a log with group commit) leaves them visible before
-// they are durable: Settle then waits for those appended so far. Another
-// error says the store cannot tell, or failed (wrapping ErrUnavailable).
+// they are durable: with WithDurableReads, Settle then waits for those
+// appended so far. Another error says the store cannot tell, or failed
+// (wrapping ErrUnavailable).
 //
-// Without a Committer that queues and a SettlingJournal, a read sees no
-// change before it is durable: Settle returns nil at once, as it does
-// when nothing is pending.
+// Without a Committer that queues, and without a SettlingJournal or
+// WithDurableReads, Settle returns nil at once, as it does when nothing
+// is pending.
 func (a *Allocator) Settle() error {
 	if a.committer != nil {
 		wait, err := a.committer.Commit(nil)
@@ -230,7 +243,7 @@ func (a *Allocator) Settle() error {
 			return err
 		}
 	}
-	if a.settler != nil {
+	if a.durableReads && a.settler != nil {
 		if wait := a.settler.Settled(); wait != nil {
 			return wait()
 		}

@@ -95,7 +95,7 @@ func TestFileStoreReadsWaitForTheFsync(t *testing.T) {
 				defer st.Close()
 				defer close(g.done)
 				hub := server.NewHub(st, 0, nil)
-				a := ipam.New(ipam.WithJournal(hub))
+				a := ipam.New(ipam.WithJournal(hub), ipam.WithDurableReads())
 				must(t, st.Restore(a))
 				svc := server.NewService(a, hub, nil)
 				ctx := context.Background()
@@ -168,7 +168,7 @@ func TestReadsWithoutPendingChangesDoNotWait(t *testing.T) {
 	must(t, err)
 	defer st.Close()
 	hub := server.NewHub(st, 0, nil)
-	a := ipam.New(ipam.WithJournal(hub))
+	a := ipam.New(ipam.WithJournal(hub), ipam.WithDurableReads())
 	must(t, st.Restore(a))
 	if err := a.CreateNetworkInstance(context.Background(), ipam.NetworkInstance{Key: ipam.Key{Owner: "test", Name: "vpc-1"}}); err != nil {
 		t.Fatal(err)

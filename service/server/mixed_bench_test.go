@@ -31,8 +31,8 @@ const (
 // all calls per second ("calls/s"; W8 target ≥ 5,000), the median and
 // 99th percentile latency of every call ("p50-ms", "p99-ms"; target
 // p99 ≤ 50 ms) and the 99th percentile of the reads ("read-p99-ms", List
-// and Get, which wait for the fsync of changes they may show: the group
-// commit in progress, and the next when theirs are queued behind it).
+// and Get, which do not wait for the fsync of the changes they show; with
+// --durable-reads they would).
 func BenchmarkW8MixedLoad(b *testing.B) {
 	const (
 		clients    = 64

@@ -83,6 +83,12 @@ type Config struct {
 	// the last acknowledged change, logging the lost range; without it
 	// such a store refuses to start.
 	RecoverTruncated bool
+	// DurableReads makes reads of the file store (Get, List, Tree, the
+	// web view) wait until the changes they may show are fsynced, so that
+	// none shows a change a failed fsync or a crash would lose; without
+	// it a read may show a change during its group commit's fsync. Reads
+	// of the etcd store show only committed changes either way.
+	DurableReads bool
 	// NoSync turns fsync off in the file store (benchmarks only: a crash
 	// may lose acknowledged changes).
 	NoSync bool
@@ -302,6 +308,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	if p, ok := store.(interface{ Publish(ipam.Journal) }); ok { // and bring other replicas' changes to watchers
 		p.Publish(hub)
+	}
+	if cfg.DurableReads {
+		allocOpts = append(allocOpts, ipam.WithDurableReads())
 	}
 	a := ipam.New(allocOpts...)
 	metrics := NewMetrics(a, hub)

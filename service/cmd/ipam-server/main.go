@@ -38,6 +38,7 @@ func main() {
 	flag.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	flag.BoolVar(&cfg.Demo, "demo", false, "seed the demo network instance vpc-1 when the state is empty")
 	flag.IntVar(&cfg.SnapshotEvery, "snapshot-every", 0, "snapshot the store after this many changes (file: records, etcd: log entries; 0: the store's default, <0: never)")
+	flag.BoolVar(&cfg.DurableReads, "durable-reads", false, "file store: reads (Get, List, Tree, the web view) wait until the changes they may show are fsynced, so that none shows a change a failed fsync or a crash would lose (slower reads under write load)")
 	flag.BoolVar(&cfg.RecoverTruncated, "recover-truncated", false, "start although the file store's log ends before the last acknowledged change (a cut or deleted file), accepting the loss; the lost range is logged")
 	flag.Int64Var(&cfg.MaxInflightBytes, "max-inflight-bytes", server.DefaultMaxInflightBytes, "memory budget of the requests in flight, in bytes: each is charged "+fmt.Sprint(server.RequestMemoryFactor)+" times its encoded size until answered, and one that does not fit waits --inflight-wait, then is refused ResourceExhausted (<0: no budget)")
 	flag.DurationVar(&cfg.InflightWait, "inflight-wait", server.DefaultInflightWait, "how long a request waits for room in --max-inflight-bytes before it is refused")

@@ -216,15 +216,16 @@ func BenchmarkDecodeAllocation(b *testing.B) {
 	}
 }
 
-// BenchmarkSettleIdle: what a settled read adds when no change waits for
-// an fsync (Allocator.Settle on a Store with every batch durable).
+// BenchmarkSettleIdle: what a settled read adds with durable reads when
+// no change waits for an fsync (Allocator.Settle on a Store with every
+// batch durable).
 func BenchmarkSettleIdle(b *testing.B) {
 	s, err := Open(b.TempDir(), Options{Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	a := ipam.New(ipam.WithJournal(s))
+	a := ipam.New(ipam.WithJournal(s), ipam.WithDurableReads())
 	if err := s.Restore(a); err != nil {
 		b.Fatal(err)
 	}

@@ -22,15 +22,17 @@
 // A mutation is in the allocator from the moment it releases its locks,
 // before the fsync of its batch. The Store is also an
 // ipam.SettlingJournal: its Settled says whether batches are appended but
-// not yet fsynced, and (*ipam.Allocator).ReadSettled, which answers the
-// server's Get, List, Tree and web view, waits for that fsync (the group
-// commit in progress or the next) before it answers, as does a mutation
-// that changed nothing. So a read answers only with durable changes: one
-// whose fsync fails is never shown, and the waiting reads fail with an
-// error wrapping ipam.ErrUnavailable, as every change does from then on
-// (the log fails closed until the store is opened again). With nothing
-// pending Settled costs two atomic loads of the log's sequence numbers
-// (wal.Log.Unsynced).
+// not yet fsynced. A mutation that changed nothing (an idempotent repeat,
+// whose answer acknowledges what it finds) waits for that fsync (the
+// group commit in progress or the next) before it answers. With
+// ipam.WithDurableReads (ipam-server --durable-reads),
+// (*ipam.Allocator).ReadSettled, which answers the server's Get, List,
+// Tree and web view, waits for it too, so a read answers only with
+// durable changes: one whose fsync fails is never shown, and the waiting
+// reads fail with an error wrapping ipam.ErrUnavailable, as every change
+// does from then on (the log fails closed until the store is opened
+// again). With nothing pending Settled costs two atomic loads of the
+// log's sequence numbers (wal.Log.Unsynced).
 //
 // # On disk
 //

@@ -92,8 +92,9 @@ func notAnswered(t *testing.T, done <-chan settledRead) {
 	}
 }
 
-// TestReadsWaitForTheFsync: an allocation whose fsync is under way is in
-// the allocator, but Get and List through ReadSettled answer only once the
+// TestReadsWaitForTheFsync: with ipam.WithDurableReads, an allocation
+// whose fsync is under way is in the allocator, but Get and List through
+// ReadSettled answer only once the
 // fsync completed, and then show it; when the fsync fails they fail with
 // ErrUnavailable and never show it; with nothing pending they answer at
 // once, even while an fsync would block.
@@ -110,7 +111,7 @@ func TestReadsWaitForTheFsync(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHeldSync()
-			s, a := openAllocator(t, t.TempDir(), Options{SyncFile: h.sync})
+			s, a := openAllocator(t, t.TempDir(), Options{SyncFile: h.sync}, ipam.WithDurableReads())
 			defer s.Close()
 			defer h.stop()
 			benchNetwork(t, a, 16)
@@ -182,7 +183,51 @@ func TestReadsWaitForTheFsync(t *testing.T) {
 	}
 }
 
-// TestConcurrentReadsSeeOnlyDurableChanges: 8 writers allocate while 4
+// TestRepeatWaitsForTheFsync: without ipam.WithDurableReads a settled
+// read answers at once with an allocation whose fsync is held (reads wait
+// for durability only when asked to), but an idempotent repeat of the
+// allocation, whose answer acknowledges it, waits for the fsync and then
+// answers it.
+func TestRepeatWaitsForTheFsync(t *testing.T) {
+	h := newHeldSync()
+	s, a := openAllocator(t, t.TempDir(), Options{SyncFile: h.sync})
+	defer s.Close()
+	defer h.stop()
+	benchNetwork(t, a, 16)
+	ctx := context.Background()
+	key := benchKey(1)
+	h.holding.Store(true)
+	allocated := make(chan error, 1)
+	go func() {
+		_, err := a.Allocate(ctx, ipam.Allocation{Key: key, Selector: benchSel})
+		allocated <- err
+	}()
+	<-h.entered
+	if r := <-readSettled(a, false, key); r.err != nil || !r.shows {
+		t.Fatalf("settled read without durable reads: shows %v, error %v; want the allocation at once", r.shows, r.err)
+	}
+	repeat := make(chan error, 1)
+	go func() {
+		_, err := a.Allocate(ctx, ipam.Allocation{Key: key, Selector: benchSel})
+		repeat <- err
+	}()
+	select {
+	case err := <-repeat:
+		t.Fatalf("a repeat of the allocation returned %v while its fsync was held", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	h.holding.Store(false)
+	h.release <- nil
+	if err := <-allocated; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-repeat; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConcurrentReadsSeeOnlyDurableChanges: with ipam.WithDurableReads,
+// 8 writers allocate while 4
 // readers list through ReadSettled; the 20th fsync takes a while and
 // fails. Every allocation a settled read answered with was acknowledged
 // as durable; none of those the failure lost was ever answered.
@@ -196,7 +241,7 @@ func TestConcurrentReadsSeeOnlyDurableChanges(t *testing.T) {
 		}
 		return f.Sync()
 	}
-	s, a := openAllocator(t, t.TempDir(), Options{SyncFile: syncFile})
+	s, a := openAllocator(t, t.TempDir(), Options{SyncFile: syncFile}, ipam.WithDurableReads())
 	defer s.Close()
 	benchNetwork(t, a, 16)
 	fsyncs.Store(0)

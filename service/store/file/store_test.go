@@ -56,8 +56,8 @@ func (w tlogWriter) Write(p []byte) (int, error) {
 }
 
 // openAllocator opens the store in dir and restores it into a fresh
-// allocator that journals to it.
-func openAllocator(t testing.TB, dir string, opts Options) (*Store, *ipam.Allocator) {
+// allocator that journals to it, with aopts.
+func openAllocator(t testing.TB, dir string, opts Options, aopts ...ipam.Option) (*Store, *ipam.Allocator) {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = testLogger(t)
@@ -66,7 +66,7 @@ func openAllocator(t testing.TB, dir string, opts Options) (*Store, *ipam.Alloca
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := ipam.New(ipam.WithJournal(s))
+	a := ipam.New(append([]ipam.Option{ipam.WithJournal(s)}, aopts...)...)
 	if err := s.Restore(a); err != nil {
 		s.Close()
 		t.Fatal(err)
