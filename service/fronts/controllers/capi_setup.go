@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -11,10 +12,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	capicorev1beta2 "github.com/nephio-project/ipam/api/capi/core/v1beta2"
 	capiv1beta2 "github.com/nephio-project/ipam/api/capi/ipam/v1beta2"
@@ -22,24 +25,35 @@ import (
 	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 )
 
-// allowed reports whether the controllers may list and watch resource of
-// group in every namespace: a front whose RBAC is missing stays off
-// instead of stalling every controller's cache.
-func allowed(ctx context.Context, mgr ctrl.Manager, group string, resources ...string) (bool, error) {
+// denied says which of resource of group the controllers may not list
+// and watch in every namespace ("" when they may all be): a front whose
+// RBAC is missing stays off instead of stalling every controller's cache.
+func denied(ctx context.Context, mgr ctrl.Manager, group string, resources ...string) (string, error) {
 	for _, res := range resources {
 		for _, verb := range []string{"list", "watch"} {
 			r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 				ResourceAttributes: &authorizationv1.ResourceAttributes{Group: group, Resource: res, Verb: verb}}}
 			if err := mgr.GetClient().Create(ctx, r); err != nil {
-				return false, fmt.Errorf("checking access to %s.%s: %w", res, group, err)
+				return "", fmt.Errorf("checking access to %s.%s: %w", res, group, err)
 			}
 			if !r.Status.Allowed {
-				log.FromContext(ctx).Info("not allowed to watch: its front stays off", "resource", res+"."+group, "verb", verb)
-				return false, nil
+				return fmt.Sprintf("the RBAC does not let the controllers %s %s", verb, strings.TrimSuffix(res+"."+group, ".")), nil
 			}
 		}
 	}
-	return true, nil
+	return "", nil
+}
+
+// clustersWatched reports whether Cluster API's Cluster kind is served and
+// the controllers may watch it (then pausing a cluster pauses its pools
+// and claims).
+func clustersWatched(ctx context.Context, mgr ctrl.Manager) (bool, error) {
+	on, err := served(mgr, capicorev1beta2.GroupVersion, "Cluster")
+	if err != nil || !on {
+		return false, err
+	}
+	why, err := denied(ctx, mgr, capicorev1beta2.Group, "clusters")
+	return why == "", err
 }
 
 // served reports whether the API server serves kind at gv; a kind whose
@@ -52,43 +66,58 @@ func served(mgr ctrl.Manager, gv schema.GroupVersion, kind string) (bool, error)
 	return err == nil, err
 }
 
-// setupCAPI registers the Cluster API front: the InClusterIPPool and
-// GlobalInClusterIPPool reconcilers when their CRDs are installed, and the
-// IPAddressClaim reconciler when Cluster API's IPAM CRDs are too.
-// Claims may name a Metal3 IPPool when metal3 (the Metal3 front is on).
-func setupCAPI(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error), metal3 bool) error {
+// capiFront is the Cluster API front: the InClusterIPPool and
+// GlobalInClusterIPPool reconcilers and the IPAddressClaim reconciler, on
+// once the pool CRDs and Cluster API's IPAM CRDs are installed. Claims may
+// name a Metal3 IPPool when the metal3 front (nil: not asked for) is on;
+// claims is set to the claim controller once the front is on, so that a
+// Metal3 front turning on later adds its pools' watch to it.
+func capiFront(mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error), metal3 *front, claims *controller.Controller) *front {
+	var clusters bool
+	f := &front{name: "Cluster API"}
+	f.missing = func(ctx context.Context) (string, error) {
+		pools, err := served(mgr, ipamv1alpha1.GroupVersion, ipamv1alpha1.KindInClusterIPPool)
+		if err != nil {
+			return "", err
+		}
+		if !pools {
+			return "the InClusterIPPool CRD (ipam.nephio.org) is not installed", nil
+		}
+		claimsServed, err := served(mgr, capiv1beta2.GroupVersion, capiv1beta2.KindIPAddressClaim)
+		if err != nil {
+			return "", err
+		}
+		if !claimsServed {
+			return "Cluster API's IPAddressClaim CRD (ipam.cluster.x-k8s.io) is not installed", nil
+		}
+		if why, err := denied(ctx, mgr, capiv1beta2.Group, "ipaddressclaims", "ipaddresses"); why != "" || err != nil {
+			return why, err
+		}
+		clusters, err = clustersWatched(ctx, mgr)
+		return "", err
+	}
+	f.turnOn = func(ctx context.Context) error {
+		c, err := setupCAPI(ctx, mgr, base, hook, metal3 != nil && metal3.on, clusters)
+		*claims = c
+		return err
+	}
+	return f
+}
+
+// setupCAPI registers the Cluster API front's reconcilers and returns the
+// claim controller. Claims may name a Metal3 IPPool when metal3 (the Metal3
+// front is on); clusters watches Cluster API's Clusters for their pause.
+func setupCAPI(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error), metal3, clusters bool) (controller.Controller, error) {
 	logger := log.FromContext(ctx).WithName("capi")
-	pools, err := served(mgr, ipamv1alpha1.GroupVersion, ipamv1alpha1.KindInClusterIPPool)
-	if err != nil {
-		return err
-	}
-	claims, err := served(mgr, capiv1beta2.GroupVersion, capiv1beta2.KindIPAddressClaim)
-	if err != nil {
-		return err
-	}
-	if !pools || !claims {
-		logger.Info("Cluster API front off: its CRDs are not installed", "inClusterIPPool", pools, "ipAddressClaim", claims)
-		return nil
-	}
-	if ok, err := allowed(ctx, mgr, capiv1beta2.Group, "ipaddressclaims", "ipaddresses"); err != nil || !ok {
-		return err
-	}
-	clusters, err := served(mgr, capicorev1beta2.GroupVersion, "Cluster")
-	if err == nil && clusters {
-		clusters, err = allowed(ctx, mgr, capicorev1beta2.Group, "clusters")
-	}
-	if err != nil {
-		return err
-	}
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &capiv1beta2.IPAddress{}, indexPool, indexByPool); err != nil {
-		return err
+		return nil, err
 	}
 	if err := idx.IndexField(ctx, &capiv1beta2.IPAddressClaim{}, indexPool, indexByPool); err != nil {
-		return err
+		return nil, err
 	}
 	if err := idx.IndexField(ctx, &capiv1beta2.IPAddressClaim{}, indexCluster, indexByCluster); err != nil {
-		return err
+		return nil, err
 	}
 	c8s := mgr.GetClient()
 	forSpec := builder.WithPredicates(specChanged)
@@ -104,7 +133,7 @@ func setupCAPI(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func
 			For(p.obj(), forSpec).
 			Watches(&capiv1beta2.IPAddress{}, addressPool(kind)).
 			Complete(observed(p.name, &PoolReconciler{reconciler: base, newPool: p.obj}, hook)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	ours := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -125,8 +154,18 @@ func setupCAPI(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func
 	if clusters {
 		b = b.Watches(&capicorev1beta2.Cluster{}, clusterClaims(c8s))
 	}
+	c, err := b.Build(observed("ipaddressclaim", &ClaimReconciler{reconciler: base, clusters: clusters}, hook))
+	if err != nil {
+		return nil, err
+	}
 	logger.Info("Cluster API front on", "clusters", clusters)
-	return b.Complete(observed("ipaddressclaim", &ClaimReconciler{reconciler: base, clusters: clusters}, hook))
+	return c, nil
+}
+
+// watchMetal3Pools makes the claim controller c, built before the Metal3
+// front turned on, serve the claims of Metal3 IPPools too.
+func watchMetal3Pools(mgr ctrl.Manager, c controller.Controller) error {
+	return c.Watch(source.Kind(mgr.GetCache(), client.Object(&metal3v1alpha1.IPPool{}), poolClaims(mgr.GetClient())))
 }
 
 // addressPool maps an IPAddress event to its pool of kind, whose counts

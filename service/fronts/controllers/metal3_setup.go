@@ -7,6 +7,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -16,27 +17,43 @@ import (
 	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 )
 
-// setupMetal3 registers the Metal3 front (IPPool and IPClaim reconcilers)
-// when the ipam.metal3.io CRDs are installed. It reports whether it did.
-func setupMetal3(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error)) (bool, error) {
-	logger := log.FromContext(ctx).WithName("metal3")
-	on, err := served(mgr, metal3v1alpha1.GroupVersion, metal3v1alpha1.KindIPClaim)
-	if err != nil || !on {
-		if err == nil {
-			logger.Info("Metal3 front off: the ipam.metal3.io CRDs are not installed")
+// metal3Front is the Metal3 front (IPPool and IPClaim reconcilers), on
+// once the ipam.metal3.io CRDs are installed. If the Cluster API front's
+// claim controller is running by then (*claims), it watches Metal3 pools
+// too.
+func metal3Front(mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error), claims *controller.Controller) *front {
+	var clusters bool
+	f := &front{name: "Metal3"}
+	f.missing = func(ctx context.Context) (string, error) {
+		on, err := served(mgr, metal3v1alpha1.GroupVersion, metal3v1alpha1.KindIPClaim)
+		if err != nil {
+			return "", err
 		}
-		return false, err
+		if !on {
+			return "the ipam.metal3.io CRDs are not installed", nil
+		}
+		if why, err := denied(ctx, mgr, metal3v1alpha1.Group, "ippools", "ipclaims", "ipaddresses"); why != "" || err != nil {
+			return why, err
+		}
+		clusters, err = clustersWatched(ctx, mgr)
+		return "", err
 	}
-	if ok, err := allowed(ctx, mgr, metal3v1alpha1.Group, "ippools", "ipclaims", "ipaddresses"); err != nil || !ok {
-		return false, err
+	f.turnOn = func(ctx context.Context) error {
+		if err := setupMetal3(ctx, mgr, base, hook, clusters); err != nil {
+			return err
+		}
+		if *claims != nil {
+			return watchMetal3Pools(mgr, *claims)
+		}
+		return nil
 	}
-	clusters, err := served(mgr, capicorev1beta2.GroupVersion, "Cluster")
-	if err == nil && clusters {
-		clusters, err = allowed(ctx, mgr, capicorev1beta2.Group, "clusters")
-	}
-	if err != nil {
-		return false, err
-	}
+	return f
+}
+
+// setupMetal3 registers the Metal3 front's reconcilers; clusters watches
+// Cluster API's Clusters for their pause.
+func setupMetal3(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error), clusters bool) error {
+	logger := log.FromContext(ctx).WithName("metal3")
 	idx := mgr.GetFieldIndexer()
 	for _, f := range []struct {
 		obj   client.Object
@@ -49,7 +66,7 @@ func setupMetal3(ctx context.Context, mgr ctrl.Manager, base reconciler, hook fu
 		{&metal3v1alpha1.IPPool{}, indexMetal3Cluster, indexMetal3ByCluster},
 	} {
 		if err := idx.IndexField(ctx, f.obj, f.field, f.fn); err != nil {
-			return false, err
+			return err
 		}
 	}
 	c8s := mgr.GetClient()
@@ -85,13 +102,13 @@ func setupMetal3(ctx context.Context, mgr ctrl.Manager, base reconciler, hook fu
 		}))
 	}
 	if err := pools.Complete(observed("metal3-ippool", &Metal3PoolReconciler{reconciler: base, clusters: clusters}, hook)); err != nil {
-		return false, err
+		return err
 	}
 	if err := claims.Complete(observed("metal3-ipclaim", &Metal3ClaimReconciler{reconciler: base, clusters: clusters}, hook)); err != nil {
-		return false, err
+		return err
 	}
 	logger.Info("Metal3 front on", "clusters", clusters)
-	return true, nil
+	return nil
 }
 
 // clusterPools are the IPPools (namespace/name) of cluster, whose pause

@@ -281,23 +281,32 @@ func (r *nvidiaBase) held(ctx context.Context, id string) (map[string]*ipamv1.Ke
 	}
 }
 
-// setupNVIDIA registers the NVIDIA IPPool reconciler when its CRD is
-// installed and the RBAC lets the controllers watch pools and nodes.
+// nvidiaFront is the NVIDIA front (IPPool and CIDRPool reconcilers), on
+// once the nv-ipam.nvidia.com CRDs are installed and the RBAC lets the
+// controllers watch pools and nodes.
+func nvidiaFront(mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error)) *front {
+	return &front{
+		name: "NVIDIA",
+		missing: func(ctx context.Context) (string, error) {
+			on, err := served(mgr, nvv1alpha1.GroupVersion, nvv1alpha1.KindIPPool)
+			if err != nil {
+				return "", err
+			}
+			if !on {
+				return "the nv-ipam.nvidia.com CRDs are not installed", nil
+			}
+			if why, err := denied(ctx, mgr, nvv1alpha1.Group, "ippools", "cidrpools"); why != "" || err != nil {
+				return why, err
+			}
+			return denied(ctx, mgr, "", "nodes")
+		},
+		turnOn: func(ctx context.Context) error { return setupNVIDIA(ctx, mgr, base, hook) },
+	}
+}
+
+// setupNVIDIA registers the NVIDIA front's reconcilers.
 func setupNVIDIA(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error)) error {
 	logger := log.FromContext(ctx).WithName("nvidia")
-	on, err := served(mgr, nvv1alpha1.GroupVersion, nvv1alpha1.KindIPPool)
-	if err != nil || !on {
-		if err == nil {
-			logger.Info("NVIDIA front off: the nv-ipam.nvidia.com CRDs are not installed")
-		}
-		return err
-	}
-	if ok, err := allowed(ctx, mgr, nvv1alpha1.Group, "ippools", "cidrpools"); err != nil || !ok {
-		return err
-	}
-	if ok, err := allowed(ctx, mgr, "", "nodes"); err != nil || !ok {
-		return err
-	}
 	c8s := mgr.GetClient()
 	allPools := func(list client.ObjectList) handler.EventHandler {
 		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {

@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	capicorev1beta2 "github.com/nephio-project/ipam/api/capi/core/v1beta2"
@@ -66,6 +67,9 @@ type Config struct {
 	// NVIDIA serves NVIDIA's per-node pools (nv-ipam.nvidia.com): opt-in,
 	// since NVIDIA's own controller serves the same kind.
 	NVIDIA bool
+	// FrontCheck is how often a front whose CRDs are not installed yet
+	// checks again; DefaultFrontCheck when zero.
+	FrontCheck time.Duration
 	// LeaderElect runs leader election so that one replica reconciles;
 	// LeaderElectionNamespace is where its Lease lives (in-cluster: the
 	// pod's namespace).
@@ -140,7 +144,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := Setup(ctx, mgr, ipamv1.NewIPAMClient(conn), Options{Owner: cfg.Owner, Resync: cfg.Resync, EventRecorderName: Name, Reconciled: cfg.Reconciled, Metal3: cfg.Metal3, NVIDIA: cfg.NVIDIA}); err != nil {
+	setupCtx := log.IntoContext(ctx, mgr.GetLogger())
+	if err := Setup(setupCtx, mgr, ipamv1.NewIPAMClient(conn), Options{Owner: cfg.Owner, Resync: cfg.Resync, EventRecorderName: Name,
+		Reconciled: cfg.Reconciled, Metal3: cfg.Metal3, NVIDIA: cfg.NVIDIA, FrontCheck: cfg.FrontCheck}); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while setting up
 		}

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
@@ -21,10 +23,16 @@ type Options struct {
 	// Resync is how often every resource is reconciled again;
 	// DefaultResync when zero.
 	Resync time.Duration
-	// Metal3 turns the Metal3 front on (its CRDs and RBAC must be there).
+	// Metal3 asks for the Metal3 front: on once its CRDs are installed
+	// and the RBAC lets the controllers watch them.
 	Metal3 bool
-	// NVIDIA turns the NVIDIA front on (its CRD and RBAC must be there).
+	// NVIDIA asks for the NVIDIA front: on once its CRDs are installed
+	// and the RBAC lets the controllers watch them and the nodes.
 	NVIDIA bool
+	// FrontCheck is how often a front that is off (the Cluster API
+	// front, and Metal3 and NVIDIA when asked for) checks again whether
+	// it can turn on; DefaultFrontCheck when zero.
+	FrontCheck time.Duration
 	// EventRecorderName names the events the reconcilers record; no events
 	// when empty.
 	EventRecorderName string
@@ -51,10 +59,13 @@ func observed(name string, r reconcile.Reconciler, hook func(string, types.Names
 
 // Setup registers the NetworkInstance, IPPrefix and IPAllocation
 // reconcilers, their watches and the network-instance field indexes with
-// mgr, and the Cluster API front (pools and IPAddressClaims) and, with
-// opts.Metal3 and opts.NVIDIA, the Metal3 front (IPPools, IPClaims) and
-// the NVIDIA front (per-node blocks) when their CRDs are installed and the
-// RBAC lets the controllers watch them. They call ipam through c; mgr's scheme needs AddToScheme.
+// mgr, and the optional fronts: the Cluster API front (pools and
+// IPAddressClaims) and, with opts.Metal3 and opts.NVIDIA, the Metal3 front
+// (IPPools, IPClaims) and the NVIDIA front (per-node blocks). A front whose
+// CRDs are not installed, or whose RBAC does not let the controllers watch
+// them, is off; it turns on by itself (and logs "<front> front on") once
+// they are, checked every opts.FrontCheck by a runnable added to mgr. The
+// reconcilers call ipam through c; mgr's scheme needs AddToScheme.
 func Setup(ctx context.Context, mgr ctrl.Manager, c ipamv1.IPAMClient, opts Options) error {
 	if c == nil {
 		return errors.New("controllers: an IPAM client is required")
@@ -105,17 +116,23 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c ipamv1.IPAMClient, opts Opti
 		Complete(observed("ipallocation", &IPAllocationReconciler{base}, opts.Reconciled)); err != nil {
 		return err
 	}
-	metal3 := false
+	f := &fronts{every: opts.FrontCheck, log: log.FromContext(ctx)}
+	if f.every <= 0 {
+		f.every = DefaultFrontCheck
+	}
+	var claims controller.Controller // the Cluster API front's, once on
+	var metal3 *front
 	if opts.Metal3 {
-		var err error
-		if metal3, err = setupMetal3(ctx, mgr, base, opts.Reconciled); err != nil {
-			return err
-		}
+		metal3 = metal3Front(mgr, base, opts.Reconciled, &claims)
+		f.list = append(f.list, metal3)
 	}
 	if opts.NVIDIA {
-		if err := setupNVIDIA(ctx, mgr, base, opts.Reconciled); err != nil {
-			return err
-		}
+		f.list = append(f.list, nvidiaFront(mgr, base, opts.Reconciled))
 	}
-	return setupCAPI(ctx, mgr, base, opts.Reconciled, metal3)
+	f.list = append(f.list, capiFront(mgr, base, opts.Reconciled, metal3, &claims))
+	off, err := f.tryAll(ctx, true)
+	if err != nil || !off {
+		return err
+	}
+	return mgr.Add(f)
 }
