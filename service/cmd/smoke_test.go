@@ -36,7 +36,7 @@ var binaries = map[string][]string{
 		"-max-watches-per-conn", "-max-watches-per-identity", "-durable-reads"},
 	"ipamctl":         {"-server", "-token-file"},
 	"ipam-fn":         {"server", "owner", "prune", "tlsCA", "tokenFile", "source", "--allow-network"},
-	"ipam-controller": {"-kubeconfig", "-server", "-tls-ca", "-token-file", "-metal3", "-nvidia"},
+	"ipam-controller": {"-kubeconfig", "-server", "-tls-ca", "-token-file", "-metal3", "-nvidia", "-front-check-interval"},
 	"ipam-injector":   {"-kubeconfig", "-server", "-namespace", "-token-file"},
 }
 

@@ -37,6 +37,17 @@ const Name = "ipam-controller"
 // their leader with.
 const LeaderElectionID = "ipam-controller.ipam.nephio.org"
 
+// DefaultMetricsBindAddress is where the metrics are served unless told
+// otherwise: loopback, on a port that neither ipam-server's defaults nor
+// `make run` (gRPC 127.0.0.1:9090, web view 127.0.0.1:8080) take, so the
+// controller runs next to them on one machine. In a pod, set
+// --metrics-bind-address (the blueprint serves them on :8080).
+const DefaultMetricsBindAddress = "127.0.0.1:8082"
+
+// DefaultHealthProbeBindAddress is where /healthz and /readyz are served
+// unless told otherwise.
+const DefaultHealthProbeBindAddress = ":8081"
+
 // Config is everything ipam-controller is told on its command line, plus
 // hooks for tests.
 type Config struct {
