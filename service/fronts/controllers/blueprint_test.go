@@ -112,6 +112,47 @@ func (s *suite) kpt(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// TestBlueprintLiveInitKeepsCheckoutClean runs the real `kpt live init`
+// on a copy of each blueprint: every file it writes or changes (the
+// inventory, resourcegroup.yaml) is one git ignores at the blueprint's
+// place in the repository, so a checkout stays clean.
+func TestBlueprintLiveInitKeepsCheckoutClean(t *testing.T) {
+	s := testSuite(t)
+	for _, dir := range []string{blueprintDir, metal3BlueprintDir, nvidiaBlueprintDir} {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			pkg := filepath.Join(t.TempDir(), filepath.Base(dir))
+			require.NoError(t, os.CopyFS(pkg, os.DirFS(dir)))
+			out, err := s.kpt(t, "live", "init", pkg)
+			require.NoError(t, err, out)
+			written := 0
+			err = filepath.WalkDir(pkg, func(path string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				rel, err := filepath.Rel(pkg, path)
+				if err != nil {
+					return err
+				}
+				after, err := os.ReadFile(path)
+				if err != nil {
+					return err
+				}
+				if before, err := os.ReadFile(filepath.Join(dir, rel)); err == nil && bytes.Equal(before, after) {
+					return nil
+				}
+				written++
+				check := exec.Command("git", "check-ignore", "-q", filepath.Join(dir, rel))
+				if err := check.Run(); err != nil {
+					t.Errorf("kpt live init writes %s into blueprints/%s, which git does not ignore (git check-ignore: %v)", rel, filepath.Base(dir), err)
+				}
+				return nil
+			})
+			require.NoError(t, err)
+			require.NotZero(t, written, "kpt live init wrote no inventory")
+		})
+	}
+}
+
 // TestBlueprintLiveApply installs blueprints/ipam with the real `kpt live
 // init` and `kpt live apply` into the envtest API server (no kubelet, so
 // pods stay pending), checks what kpt reports, and then runs the
