@@ -120,3 +120,20 @@ func TestFrontsTurnOnWhenCRDsArrive(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRunWithoutCRDs: on an API server without the ipam.nephio.org CRDs,
+// Run stops at once and names what to install.
+func TestRunWithoutCRDs(t *testing.T) {
+	s := testSuite(t)
+	env := &envtest.Environment{Scheme: s.k8s.Scheme()}
+	cfg, err := env.Start()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx, cancel := context.WithTimeout(context.Background(), capiWait)
+	defer cancel()
+	err = controllers.Run(ctx, controllers.Config{RESTConfig: cfg, Server: s.serverAddr, MetricsBindAddress: "0",
+		HealthProbeBindAddress: "0", SkipNameValidation: true, Logger: s.log.WithName(t.Name())})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the ipam.nephio.org CRDs are not installed: install them before starting the controller")
+	assert.NoError(t, ctx.Err(), "Run returned only when the test gave up")
+}

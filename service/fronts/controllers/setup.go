@@ -3,8 +3,10 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -82,6 +84,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c ipamv1.IPAMClient, opts Opti
 	}
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &ipamv1alpha1.IPPrefix{}, indexNetworkInstance, indexByNetworkInstance); err != nil {
+		if meta.IsNoMatchError(err) {
+			return fmt.Errorf("the %s CRDs are not installed: install them before starting the controller (api/ipam/v1alpha1/crds, or the blueprints/ipam package): %w", ipamv1alpha1.Group, err)
+		}
 		return err
 	}
 	if err := idx.IndexField(ctx, &ipamv1alpha1.IPAllocation{}, indexNetworkInstance, indexByNetworkInstance); err != nil {
