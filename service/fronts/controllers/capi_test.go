@@ -127,9 +127,11 @@ func TestCAPIClaimGetsFirstFreeAddress(t *testing.T) {
 	c1 := claim(ns, "m1", ipamv1alpha1.KindInClusterIPPool, "nodes")
 	c1.Labels = map[string]string{capicorev1beta2.ClusterNameLabel: "wl1"}
 	require.NoError(t, s.k8s.Create(ctx, c1))
+	// As the README does: m2 after m1 is served (claims waiting together
+	// are served in no set order).
+	a1 := s.address(t, ns, "m1")
 	require.NoError(t, s.k8s.Create(ctx, claim(ns, "m2", ipamv1alpha1.KindInClusterIPPool, "nodes")))
 
-	a1 := s.address(t, ns, "m1")
 	assert.Equal(t, "10.10.0.4", a1.Spec.Address, "first free: not the gateway, not excluded")
 	assert.Equal(t, int32(24), ptr.Deref(a1.Spec.Prefix, 0))
 	assert.Equal(t, "10.10.0.1", a1.Spec.Gateway)

@@ -198,7 +198,8 @@ spec:
 `
 
 // TestMetal3ReadmeExample: the README's pool names addresses with its
-// namePrefix; the claim with the ipAddress annotation gets that address;
+// namePrefix; the claim with the ipAddress annotation gets that address,
+// with its entry's prefix 25 and gateway (the README prints 24);
 // a taken one is "Requested IP not available"; the pre-allocated claim1
 // gets .12.
 func TestMetal3ReadmeExample(t *testing.T) {
@@ -214,6 +215,7 @@ func TestMetal3ReadmeExample(t *testing.T) {
 	a := s.m3Served(t, s.k8s, ns, c.Name)
 	assert.Equal(t, "test1-prov-192-168-0-13", a.Name)
 	assert.Equal(t, metal3v1alpha1.IPAddressStr("192.168.0.13"), a.Spec.Address)
+	assert.Equal(t, 25, a.Spec.Prefix, "the entry's prefix, not the pool's 24 that Metal3's example prints")
 	assert.Equal(t, "192.168.0.1", string(ptr.Deref(a.Spec.Gateway, "")))
 
 	taken := m3Claim(ns, "wants-13", "pool1")
