@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nephio-project/ipam/service/server/servertest"
 )
 
 // makeRunAddrs are the addresses `make run` serves on, read from the
@@ -98,6 +100,7 @@ func TestControllerBesideMakeRun(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	servertest.HoldMakeRunPorts(t)
 	for _, a := range append(append([]string{}, runAddrs...), ctlAddrs...) {
 		l, err := net.Listen("tcp", a)
 		if err != nil {

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/nephio-project/ipam/service/server/servertest"
 )
 
 // TestReadme runs the walk-throughs of the top-level README and of
@@ -15,6 +17,7 @@ func TestReadme(t *testing.T) {
 	if testing.Short() {
 		t.Skip("SKIPPED: -short (the walk-throughs build and run the binaries)")
 	}
+	servertest.HoldMakeRunPorts(t)
 	needPorts(t, "9090", "8080")
 	walk(t, repoRoot(t), "README.md", "service/README.md")
 }

@@ -1,7 +1,10 @@
 package servertest
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -28,4 +31,23 @@ func StartOnFreePorts[T any](t testing.TB, what string, try func() (T, string, e
 		}
 		t.Logf("%s: %v; a port was taken before it bound it, starting it again on other ports", what, err)
 	}
+}
+
+// HoldMakeRunPorts keeps every other test that calls it waiting until t
+// ends: the tests that serve on make run's fixed addresses
+// (127.0.0.1:9090, 127.0.0.1:8080) call it before they check the ports, so
+// that two test packages running at once never race for them. It is an
+// exclusive flock on a file in the temporary directory, released with the
+// file when t ends (or its process exits).
+func HoldMakeRunPorts(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "ipam-make-run-ports.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("make run's ports: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		t.Fatalf("make run's ports: lock %s: %v", f.Name(), err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
 }
