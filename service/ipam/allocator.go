@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Allocator is the allocation core. It is safe for concurrent use:
@@ -23,6 +24,9 @@ type Allocator struct {
 	// durableReads: Settle waits for the settler too, not only for the
 	// committer (WithDurableReads).
 	durableReads bool
+	// resets counts the completed Resets: a read made before one may have
+	// seen changes the Reset discarded (ReadSettled reads again).
+	resets atomic.Uint64
 
 	ownersMu sync.Mutex
 	owners   map[string]*ownerState
@@ -254,11 +258,17 @@ func (a *Allocator) Settle() error {
 // ReadSettled calls read, which reads the allocator, until Settle
 // confirms that what it read is committed (at most MaxStaleRetries+1
 // times), and returns Settle's error, if any: then what read returned
-// must not be answered.
+// must not be answered. A read during which the state was Reset is made
+// again too: it may have seen changes that failed, which the Reset
+// discarded before Settle was asked.
 func (a *Allocator) ReadSettled(read func()) error {
 	for attempt := 0; ; attempt++ {
+		resets := a.resets.Load()
 		read()
 		err := a.Settle()
+		if err == nil && a.resets.Load() != resets {
+			err = fmt.Errorf("%w: the state was reloaded while it was read", ErrStale)
+		}
 		if err == nil || !errors.Is(err, ErrStale) || attempt >= MaxStaleRetries {
 			return err
 		}

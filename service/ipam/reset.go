@@ -57,5 +57,6 @@ func (a *Allocator) Reset(recs []Record) error {
 		}
 	}
 	a.vrfs = fresh.vrfs
+	a.resets.Add(1) // under the locks: a read that saw the old state is made again
 	return nil
 }

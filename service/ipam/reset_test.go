@@ -149,3 +149,43 @@ func TestResetUnderConcurrentMutations(t *testing.T) {
 	}
 	checkInvariants(t, a)
 }
+
+// TestReadSettledAcrossAReset: a read during which the state is Reset
+// (a replica reloading after a failed transaction, between the read and
+// its Settle) is made again, so that ReadSettled never answers with what
+// the Reset discarded.
+func TestReadSettledAcrossAReset(t *testing.T) {
+	a := fuzzBase(t)
+	clean := a.Snapshot(nil)
+	randomOps(a, 3, 100)
+	dirty := dump(a)
+	if dirty == dump(fuzzBaseState(t, clean)) {
+		t.Fatal("the operations changed nothing: the test shows nothing")
+	}
+	var reads int
+	var seen string
+	if err := a.ReadSettled(func() {
+		reads++
+		seen = dump(a)
+		if reads == 1 {
+			if err := a.Reset(clean); err != nil { // the changes read fail
+				t.Fatal(err)
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if reads != 2 || seen == dirty {
+		t.Fatalf("ReadSettled read %d times and answered the state before the Reset: %v", reads, seen == dirty)
+	}
+}
+
+// fuzzBaseState is an allocator holding recs.
+func fuzzBaseState(t *testing.T, recs []Record) *Allocator {
+	t.Helper()
+	a := New()
+	if err := a.Apply(recs); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
