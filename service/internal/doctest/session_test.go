@@ -153,7 +153,9 @@ func freshCopy(t *testing.T, root string) string {
 
 // commandEnv is the environment the README's commands run in: the test's,
 // with bin/ of dir first on PATH, HOME set to home (the Go caches kept where
-// they are) and no IPAM_SERVER or KUBECONFIG.
+// they are) and no IPAM_SERVER or KUBECONFIG, nor the variables of a make
+// the test runs under (make test): a reader's make is not a sub-make, which
+// would print "Entering directory".
 func commandEnv(t *testing.T, dir, home string) []string {
 	t.Helper()
 	goenv, err := exec.Command("go", "env", "GOCACHE", "GOMODCACHE", "GOPATH").Output()
@@ -164,7 +166,8 @@ func commandEnv(t *testing.T, dir, home string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		switch strings.SplitN(kv, "=", 2)[0] {
-		case "PATH", "HOME", "IPAM_SERVER", "KUBECONFIG", "GOCACHE", "GOMODCACHE", "GOPATH":
+		case "PATH", "HOME", "IPAM_SERVER", "KUBECONFIG", "GOCACHE", "GOMODCACHE", "GOPATH",
+			"MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEFILES", "MAKE_TERMOUT", "MAKE_TERMERR":
 			continue
 		}
 		env = append(env, kv)
