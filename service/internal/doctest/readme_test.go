@@ -1,9 +1,20 @@
 package doctest
 
 import (
+	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
@@ -19,11 +30,92 @@ func TestReadme(t *testing.T) {
 	}
 	servertest.HoldMakeRunPorts(t)
 	needPorts(t, "9090", "8080")
-	walk(t, repoRoot(t), "README.md", "service/README.md")
+	walk(t, repoRoot(t), func(t *testing.T, _ string) string { return t.TempDir() }, "README.md", "service/README.md")
 }
 
-// walk runs the walk-throughs of files, a subtest per README and section.
-func walk(t *testing.T, root string, files ...string) {
+// The controllers README's walk-through starts its ipam-server on this data
+// directory, as printed; the test refuses to touch one it did not create.
+const controllersDataDir = "/tmp/ipam-k8s"
+
+// given are the commands a README's prose says were run before a section
+// ("With the CRDs installed (`kubectl apply -f ...`)"), by README and
+// section heading: the test runs them first. Each must still be in its
+// README, between backquotes.
+var given = map[[2]string][]string{
+	{"service/fronts/controllers/README.md", "ipam-controller: the custom resources in a cluster"}: {"kubectl apply -f api/ipam/v1alpha1/crds"},
+}
+
+// TestControllersReadme runs the walk-throughs of the controllers README
+// as TestReadme does, each section against an API server of its own
+// (envtest: etcd and kube-apiserver from KUBEBUILDER_ASSETS, no kubelet)
+// that ~/.kube/config points at, with kubectl and kpt from PATH.
+func TestControllersReadme(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIPPED: -short (the walk-throughs build and run the binaries)")
+	}
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("SKIPPED: KUBEBUILDER_ASSETS is not set (make test sets it after `make testbin` builds etcd and kube-apiserver)")
+	}
+	for _, tool := range []string{"kubectl", "kpt"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("SKIPPED: %s is not on PATH; the walk-through runs it", tool)
+		}
+	}
+	// ipam-server on 9091; ipam-controller's metrics and health probes on
+	// their defaults, :8080 and :8081.
+	needPorts(t, "9091", "8080", "8081")
+	if _, err := os.Stat(controllersDataDir); !errors.Is(err, os.ErrNotExist) {
+		t.Skipf("SKIPPED: %s exists (%v); the walk-through's ipam-server stores its data there and the test does not touch data it did not write", controllersDataDir, err)
+	}
+	const file = "service/fronts/controllers/README.md"
+	root := repoRoot(t)
+	readme, err := os.ReadFile(filepath.Join(root, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, cmds := range given {
+		for _, c := range cmds {
+			if key[0] == file && !strings.Contains(string(readme), "`"+c+"`") {
+				t.Errorf("%s no longer says `%s` (given before section %q): update given", file, c, key[1])
+			}
+		}
+	}
+	walk(t, root, func(t *testing.T, dir string) string {
+		t.Cleanup(func() { _ = os.RemoveAll(controllersDataDir) })
+		home := t.TempDir()
+		writeKubeconfig(t, filepath.Join(home, ".kube", "config"))
+		return home
+	}, file)
+}
+
+// writeKubeconfig starts an API server (envtest, no CRDs) for the test and
+// writes a kubeconfig for it to path.
+func writeKubeconfig(t *testing.T, path string) {
+	t.Helper()
+	logf.SetLogger(logr.Discard())
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("envtest: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
+	kc.CurrentContext = "envtest"
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// walk runs the walk-throughs of files, a subtest per README and section:
+// setup prepares a section in the fresh copy dir and returns the HOME its
+// commands run with.
+func walk(t *testing.T, root string, setup func(t *testing.T, dir string) string, files ...string) {
 	path := filepath.Join(root, "bin") + ":" + os.Getenv("PATH")
 	seen := map[[2]string]bool{}
 	for _, file := range files {
@@ -41,7 +133,15 @@ func walk(t *testing.T, root string, files ...string) {
 				all = all[n:]
 				t.Run(sec[0].section, func(t *testing.T) {
 					dir := freshCopy(t, root)
-					s := newSession(t, dir, commandEnv(t, dir, t.TempDir()))
+					s := newSession(t, dir, commandEnv(t, dir, setup(t, dir)))
+					for _, c := range given[[2]string{file, sec[0].section}] {
+						ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+						out, err := s.bash(ctx, c).CombinedOutput()
+						cancel()
+						if err != nil {
+							t.Fatalf("%s, before section %q: %s: %v\n%s", file, sec[0].section, c, err, out)
+						}
+					}
 					for _, st := range sec {
 						s.run(st, seen)
 					}
