@@ -19,7 +19,8 @@
 //
 // A command that keeps running (make run, ipam-server, ipam-controller, or
 // any line ending in "&") runs in the background until it prints that it is
-// ready; running it again stops the first as Ctrl-C does. Each section runs
-// from a fresh copy. The tests live in the _test.go files; this package has
-// no code of its own.
+// ready; running it again (with the same flags or others) stops the first
+// as Ctrl-C does. Each section runs from a fresh copy, unless it goes on
+// from the one above (continues in readme_test.go). The tests live in the
+// _test.go files; this package has no code of its own.
 package doctest

@@ -41,8 +41,17 @@ const controllersDataDir = "/tmp/ipam-k8s"
 // ("With the CRDs installed (`kubectl apply -f ...`)"), by README and
 // section heading: the test runs them first. Each must still be in its
 // README, between backquotes.
-var given = map[[2]string][]string{
-	{"service/fronts/controllers/README.md", "ipam-controller: the custom resources in a cluster"}: {"kubectl apply -f api/ipam/v1alpha1/crds"},
+var given = map[[2]string][]string{}
+
+// continues are the sections that go on from the section above them, by
+// README and heading: they run in its session (the same copy, API server
+// and running servers), as a reader who keeps the same terminal.
+var continues = map[[2]string]bool{
+	{"service/fronts/controllers/README.md", "Fronts that turn on later"}:             true,
+	{"service/fronts/controllers/README.md", "Use it as a Cluster API IPAM provider"}: true,
+	{"service/fronts/controllers/README.md", "Use it as the Metal3 IPAM"}:             true,
+	{"service/fronts/controllers/README.md", "An entry's prefix wins"}:                true,
+	{"service/fronts/controllers/README.md", "Use it for NVIDIA per-node pools"}:      true,
 }
 
 // TestControllersReadme runs the walk-throughs of the controllers README
@@ -78,6 +87,11 @@ func TestControllersReadme(t *testing.T) {
 			if key[0] == file && !strings.Contains(string(readme), "`"+c+"`") {
 				t.Errorf("%s no longer says `%s` (given before section %q): update given", file, c, key[1])
 			}
+		}
+	}
+	for key := range continues {
+		if key[0] == file && !strings.Contains(string(readme), "# "+key[1]+"\n") {
+			t.Errorf("%s no longer has the section %q (continues): update continues", file, key[1])
 		}
 	}
 	walk(t, root, func(t *testing.T, dir string) string {
@@ -126,7 +140,7 @@ func walk(t *testing.T, root string, setup func(t *testing.T, dir string) string
 		t.Run(file, func(t *testing.T) {
 			for len(all) > 0 {
 				n := 1
-				for n < len(all) && all[n].section == all[0].section {
+				for n < len(all) && (all[n].section == all[0].section || continues[[2]string{file, all[n].section}]) {
 					n++
 				}
 				sec := all[:n]

@@ -89,6 +89,14 @@ func bare(cmd string) string {
 	return strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(cmd), "&"))
 }
 
+// program is the first word of a command: what it runs.
+func program(cmd string) string {
+	if f := strings.Fields(bare(cmd)); len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
 // repoRoot is the module root: the directory holding go.mod above the test.
 func repoRoot(t *testing.T) string {
 	t.Helper()
@@ -312,12 +320,13 @@ func equal(a, b []string) bool {
 }
 
 // start starts the server command of st and waits until it prints ready.
-// The same command still running from an earlier step is stopped first,
-// as the reader's Ctrl-C before running it again.
+// The same program still running from an earlier step (the same command,
+// or one with other flags) is stopped first, as the reader's Ctrl-C before
+// starting it again.
 func (s *session) start(st step, ready string) {
 	t := s.t
 	for _, old := range s.servers {
-		if !old.stopped && bare(old.step.cmd) == bare(st.cmd) {
+		if !old.stopped && program(old.step.cmd) == program(st.cmd) {
 			s.stop(old)
 		}
 	}
