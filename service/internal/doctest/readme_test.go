@@ -71,8 +71,10 @@ func TestControllersReadme(t *testing.T) {
 		}
 	}
 	// ipam-server on 9091; ipam-controller's metrics and health probes on
-	// their defaults, :8080 and :8081.
-	needPorts(t, "9091", "8080", "8081")
+	// their defaults, 127.0.0.1:8082 and :8081, which another test serves
+	// on too.
+	servertest.HoldMakeRunPorts(t)
+	needPorts(t, "9091", "8082", "8081")
 	if _, err := os.Stat(controllersDataDir); !errors.Is(err, os.ErrNotExist) {
 		t.Skipf("SKIPPED: %s exists (%v); the walk-through's ipam-server stores its data there and the test does not touch data it did not write", controllersDataDir, err)
 	}

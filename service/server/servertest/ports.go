@@ -35,8 +35,9 @@ func StartOnFreePorts[T any](t testing.TB, what string, try func() (T, string, e
 
 // HoldMakeRunPorts keeps every other test that calls it waiting until t
 // ends: the tests that serve on make run's fixed addresses
-// (127.0.0.1:9090, 127.0.0.1:8080) call it before they check the ports, so
-// that two test packages running at once never race for them. It is an
+// (127.0.0.1:9090, 127.0.0.1:8080) or on ipam-controller's default ones
+// (127.0.0.1:8082, :8081) call it before they check the ports, so that two
+// test packages running at once never race for them. It is an
 // exclusive flock on a file in the temporary directory, released with the
 // file when t ends (or its process exits).
 func HoldMakeRunPorts(t testing.TB) {
