@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,39 +11,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/internal/wal/waltest"
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/server"
 	"github.com/nephio-project/ipam/service/store/file"
 )
-
-// gatedSync is a file.Options.SyncFile for fault injection: once closed
-// is set, the next fsync of a segment signals entered and waits for its
-// outcome on release (nil: the fsync is made). After stop it waits for
-// nothing, so that a test that failed can close the store.
-type gatedSync struct {
-	closed  atomic.Bool
-	entered chan struct{}
-	release chan error
-	done    chan struct{}
-}
-
-func (g *gatedSync) sync(f *os.File) error {
-	if g.closed.CompareAndSwap(true, false) {
-		select {
-		case g.entered <- struct{}{}:
-		case <-g.done:
-			return f.Sync()
-		}
-		select {
-		case err := <-g.release:
-			if err != nil {
-				return err
-			}
-		case <-g.done:
-		}
-	}
-	return f.Sync()
-}
 
 // TestFileStoreReadsWaitForTheFsync: on the file store, an allocation whose
 // fsync is under way is in the allocator, but Get, List and Tree answer
@@ -89,11 +59,11 @@ func TestFileStoreReadsWaitForTheFsync(t *testing.T) {
 				name += "/failed fsync"
 			}
 			t.Run(name, func(t *testing.T) {
-				g := &gatedSync{entered: make(chan struct{}, 1), release: make(chan error), done: make(chan struct{})}
-				st, err := file.Open(t.TempDir(), file.Options{Logger: slog.New(slog.DiscardHandler), SyncFile: g.sync})
+				g := waltest.NewHeldSync()
+				st, err := file.Open(t.TempDir(), file.Options{Logger: slog.New(slog.DiscardHandler), SyncFile: g.Sync})
 				must(t, err)
 				defer st.Close()
-				defer close(g.done)
+				defer g.Stop()
 				hub := server.NewHub(st, 0, nil)
 				a := ipam.New(ipam.WithJournal(hub), ipam.WithDurableReads())
 				must(t, st.Restore(a))
@@ -110,14 +80,14 @@ func TestFileStoreReadsWaitForTheFsync(t *testing.T) {
 					t.Fatalf("before the allocation: shows %v, error %v", shows, err)
 				}
 
-				g.closed.Store(true)
+				g.HoldNext.Store(true)
 				allocated := make(chan error, 1)
 				go func() {
 					_, err := svc.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: &ipamv1.Allocation{Key: key("held"), NetworkInstance: "vpc-1", Prefix: "10.0.1.9/32"}})
 					allocated <- err
 				}()
 				select {
-				case <-g.entered:
+				case <-g.Entered:
 				case err := <-allocated:
 					t.Fatalf("the allocation returned %v before its fsync", err)
 				}
@@ -139,14 +109,14 @@ func TestFileStoreReadsWaitForTheFsync(t *testing.T) {
 				case <-time.After(50 * time.Millisecond):
 				}
 				if !fail {
-					g.release <- nil
+					g.Release <- nil
 					if r := <-answered; r.err != nil || !r.shows {
 						t.Fatalf("%s after the fsync: shows %v, error %v; want the allocation", rd.name, r.shows, r.err)
 					}
 					must(t, <-allocated)
 					return
 				}
-				g.release <- errors.New("injected fsync failure")
+				g.Release <- errors.New("injected fsync failure")
 				r := <-answered
 				if status.Code(r.err) != codes.Unavailable || r.shows {
 					t.Fatalf("%s waiting for a failed fsync: shows %v, error %v; want Unavailable", rd.name, r.shows, r.err)

@@ -9,43 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nephio-project/ipam/service/internal/wal/waltest"
 	"github.com/nephio-project/ipam/service/ipam"
 )
-
-// heldSync is an Options.SyncFile for fault injection: while holding is
-// set, each fsync of a segment signals entered and then waits for its
-// outcome on release (nil: the fsync is made). After stop it holds
-// nothing, so that a test that failed can close the log.
-type heldSync struct {
-	holding atomic.Bool
-	entered chan struct{}
-	release chan error
-	done    chan struct{}
-}
-
-func newHeldSync() *heldSync {
-	return &heldSync{entered: make(chan struct{}, 1), release: make(chan error), done: make(chan struct{})}
-}
-
-func (h *heldSync) stop() { close(h.done) }
-
-func (h *heldSync) sync(f *os.File) error {
-	if h.holding.Load() {
-		select {
-		case h.entered <- struct{}{}:
-		case <-h.done:
-			return f.Sync()
-		}
-		select {
-		case err := <-h.release:
-			if err != nil {
-				return err
-			}
-		case <-h.done:
-		}
-	}
-	return f.Sync()
-}
 
 // settledRead is what a settled read of allocation key answers.
 type settledRead struct {
@@ -110,10 +76,10 @@ func TestReadsWaitForTheFsync(t *testing.T) {
 		{"List/failed fsync", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHeldSync()
-			s, a := openAllocator(t, t.TempDir(), Options{SyncFile: h.sync}, ipam.WithDurableReads())
+			h := waltest.NewHeldSync()
+			s, a := openAllocator(t, t.TempDir(), Options{SyncFile: h.Sync}, ipam.WithDurableReads())
 			defer s.Close()
-			defer h.stop()
+			defer h.Stop()
 			benchNetwork(t, a, 16)
 			ctx := context.Background()
 			durable := benchKey(1)
@@ -121,7 +87,7 @@ func TestReadsWaitForTheFsync(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			h.holding.Store(true)
+			h.Holding.Store(true)
 			// Nothing pending: the read answers although an fsync would block.
 			if r := <-readSettled(a, tc.list, durable); r.err != nil || !r.shows {
 				t.Fatalf("settled read with nothing pending: shows %v, error %v; want the allocation", r.shows, r.err)
@@ -133,7 +99,7 @@ func TestReadsWaitForTheFsync(t *testing.T) {
 				_, err := a.Allocate(ctx, ipam.Allocation{Key: key, Selector: benchSel})
 				allocated <- err
 			}()
-			<-h.entered
+			<-h.Entered
 			if !shows(a, tc.list, key) {
 				t.Fatal("a plain read does not show the allocation whose fsync is held: the test shows nothing")
 			}
@@ -151,8 +117,8 @@ func TestReadsWaitForTheFsync(t *testing.T) {
 			}
 
 			if !tc.fail {
-				h.holding.Store(false)
-				h.release <- nil
+				h.Holding.Store(false)
+				h.Release <- nil
 				if r := <-read; r.err != nil || !r.shows {
 					t.Fatalf("settled read after the fsync: shows %v, error %v; want the allocation", r.shows, r.err)
 				}
@@ -164,8 +130,8 @@ func TestReadsWaitForTheFsync(t *testing.T) {
 				}
 				return
 			}
-			h.holding.Store(false)
-			h.release <- errors.New("injected fsync failure")
+			h.Holding.Store(false)
+			h.Release <- errors.New("injected fsync failure")
 			r := <-read
 			if !errors.Is(r.err, ipam.ErrUnavailable) {
 				t.Fatalf("settled read waiting for a failed fsync: error %v, want ErrUnavailable", r.err)
@@ -189,20 +155,20 @@ func TestReadsWaitForTheFsync(t *testing.T) {
 // allocation, whose answer acknowledges it, waits for the fsync and then
 // answers it.
 func TestRepeatWaitsForTheFsync(t *testing.T) {
-	h := newHeldSync()
-	s, a := openAllocator(t, t.TempDir(), Options{SyncFile: h.sync})
+	h := waltest.NewHeldSync()
+	s, a := openAllocator(t, t.TempDir(), Options{SyncFile: h.Sync})
 	defer s.Close()
-	defer h.stop()
+	defer h.Stop()
 	benchNetwork(t, a, 16)
 	ctx := context.Background()
 	key := benchKey(1)
-	h.holding.Store(true)
+	h.Holding.Store(true)
 	allocated := make(chan error, 1)
 	go func() {
 		_, err := a.Allocate(ctx, ipam.Allocation{Key: key, Selector: benchSel})
 		allocated <- err
 	}()
-	<-h.entered
+	<-h.Entered
 	if r := <-readSettled(a, false, key); r.err != nil || !r.shows {
 		t.Fatalf("settled read without durable reads: shows %v, error %v; want the allocation at once", r.shows, r.err)
 	}
@@ -216,8 +182,8 @@ func TestRepeatWaitsForTheFsync(t *testing.T) {
 		t.Fatalf("a repeat of the allocation returned %v while its fsync was held", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	h.holding.Store(false)
-	h.release <- nil
+	h.Holding.Store(false)
+	h.Release <- nil
 	if err := <-allocated; err != nil {
 		t.Fatal(err)
 	}
