@@ -19,7 +19,7 @@ import (
 // Makefile's run recipe: its ipam-server's --listen and --web-addr.
 func makeRunAddrs(t *testing.T) []string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "Makefile"))
+	data, err := os.ReadFile(filepath.Join(servertest.ModuleRoot(t), "Makefile"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/nephio-project/ipam/service/server/servertest"
 )
 
 // binaries are the shipped binaries and what their --help must name (their
@@ -38,16 +40,6 @@ var binaries = map[string][]string{
 	"ipam-fn":         {"server", "owner", "prune", "tlsCA", "tokenFile", "source", "--allow-network"},
 	"ipam-controller": {"-kubeconfig", "-server", "-tls-ca", "-token-file", "-metal3", "-nvidia", "-front-check-interval"},
 	"ipam-injector":   {"-kubeconfig", "-server", "-namespace", "-token-file"},
-}
-
-// moduleRoot is the directory of go.mod.
-func moduleRoot(t testing.TB) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	return filepath.Dir(strings.TrimSpace(string(out)))
 }
 
 // mainPackages lists the main packages the Makefile builds into bin/, as
@@ -84,7 +76,7 @@ var (
 func build(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		root := moduleRoot(t)
+		root := servertest.ModuleRoot(t)
 		binDir, buildErr = os.MkdirTemp("", "ipam-smoke-bin-")
 		if buildErr != nil {
 			return
@@ -118,7 +110,7 @@ func TestMain(m *testing.M) {
 // shipped binary, and this package starts each of them.
 func TestEveryBinaryIsCovered(t *testing.T) {
 	var got, want []string
-	for _, p := range mainPackages(t, moduleRoot(t)) {
+	for _, p := range mainPackages(t, servertest.ModuleRoot(t)) {
 		got = append(got, path.Base(p))
 	}
 	slices.Sort(got)
@@ -328,9 +320,9 @@ func kubeconfig(t *testing.T) string {
 		t.Skip("SKIPPED: KUBEBUILDER_ASSETS is not set (make test sets it after `make testbin` builds etcd and kube-apiserver)")
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths: []string{filepath.Join(moduleRoot(t), "api", "ipam", "v1alpha1", "crds"),
-			filepath.Join(moduleRoot(t), "api", "capi", "crds"), filepath.Join(moduleRoot(t), "api", "metal3", "v1alpha1", "crds"),
-			filepath.Join(moduleRoot(t), "api", "nvidia", "v1alpha1", "crds")},
+		CRDDirectoryPaths: []string{filepath.Join(servertest.ModuleRoot(t), "api", "ipam", "v1alpha1", "crds"),
+			filepath.Join(servertest.ModuleRoot(t), "api", "capi", "crds"), filepath.Join(servertest.ModuleRoot(t), "api", "metal3", "v1alpha1", "crds"),
+			filepath.Join(servertest.ModuleRoot(t), "api", "nvidia", "v1alpha1", "crds")},
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := env.Start()
@@ -415,7 +407,7 @@ func TestImages(t *testing.T) {
 	if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
 		t.Skipf("SKIPPED: docker not available: %v: %s", err, bytes.TrimSpace(out))
 	}
-	root := moduleRoot(t)
+	root := servertest.ModuleRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "images", "IMAGES_DIR="+t.TempDir())

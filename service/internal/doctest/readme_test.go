@@ -30,7 +30,7 @@ func TestReadme(t *testing.T) {
 	}
 	servertest.HoldMakeRunPorts(t)
 	needPorts(t, "9090", "8080")
-	walk(t, repoRoot(t), func(t *testing.T, _ string) string { return t.TempDir() }, "README.md", "service/README.md")
+	walk(t, servertest.ModuleRoot(t), func(t *testing.T, _ string) string { return t.TempDir() }, "README.md", "service/README.md")
 }
 
 // The controllers README's walk-through starts its ipam-server on this data
@@ -79,7 +79,7 @@ func TestControllersReadme(t *testing.T) {
 		t.Skipf("SKIPPED: %s exists (%v); the walk-through's ipam-server stores its data there and the test does not touch data it did not write", controllersDataDir, err)
 	}
 	const file = "service/fronts/controllers/README.md"
-	root := repoRoot(t)
+	root := servertest.ModuleRoot(t)
 	readme, err := os.ReadFile(filepath.Join(root, file))
 	if err != nil {
 		t.Fatal(err)

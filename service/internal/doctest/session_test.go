@@ -97,25 +97,6 @@ func program(cmd string) string {
 	return ""
 }
 
-// repoRoot is the module root: the directory holding go.mod above the test.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-}
-
 // needPorts skips the test unless every loopback port is free: the
 // walk-throughs use fixed ports.
 func needPorts(t *testing.T, ports ...string) {

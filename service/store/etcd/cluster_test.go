@@ -19,20 +19,10 @@ import (
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
 
-// repoRoot is the module root (this package is service/store/etcd).
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
-
 // etcdBinary is the source-built etcd that make testbin installs.
 func etcdBinary(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(repoRoot(t), "bin", "k8s", "etcd")
+	bin := filepath.Join(servertest.ModuleRoot(t), "bin", "k8s", "etcd")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%s is missing: run make testbin", bin)
 	}

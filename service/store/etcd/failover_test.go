@@ -30,7 +30,7 @@ func buildServer(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "ipam-server")
 	cmd := exec.Command("go", "build", "-o", bin, "./service/cmd/ipam-server")
-	cmd.Dir = repoRoot(t)
+	cmd.Dir = servertest.ModuleRoot(t)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ipam-server: %v\n%s", err, out)
 	}
