@@ -224,7 +224,7 @@ spec:
 	assert.Equal(t, metal3v1alpha1.IPAddressStr("10.19.0.10"), m3Moved.Spec.Address)
 
 	// The target: its own API server, set up by clusterctl init as the
-	// source was, and a fresh ipam-server.
+	// source was, and a fresh ipam-server or the source's.
 	var tgt *moveTarget
 	if shared {
 		tgt = s.newMoveTarget(t, &ipamServer{addr: s.serverAddr, client: s.ipam})
