@@ -55,7 +55,7 @@ demo: ## run (as make run) for the five-minute tour; use bin/ipamctl in another 
 	bin/ipam-server --listen 127.0.0.1:9090 --web-addr 127.0.0.1:8080 --data-dir bin/data --demo
 
 test: export KUBEBUILDER_ASSETS = $(TESTBIN)
-test: verify testbin porch-env browser ## build the tools the tests need under bin/ and run all tests
+test: verify testbin porch-env clusterctl browser ## build the tools the tests need under bin/ and run all tests
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory peers-smoke
@@ -248,6 +248,30 @@ PORCH_KPT_VERSION := v1.0.0-beta.61
 
 porch-env: testbin ## build Porch and its function runner into bin/porch unless they are there at the pinned versions
 	PORCH_VERSION=$(PORCH_VERSION) KPT_VERSION=$(PORCH_KPT_VERSION) injector/porchenv/build.sh $(BIN)/porch
+
+.PHONY: clusterctl release-artifacts
+
+# Cluster API's clusterctl for the provider's move and release tests, built
+# from the Go module proxy into bin/capi in a throwaway module under
+# bin/capi/.build (the repository's go.mod is left alone), with clusterctl's
+# own CRD of its provider inventory next to it; bin/capi/.versions records
+# the pin and the build is skipped while it matches.
+CLUSTERCTL_VERSION := v1.14.2
+
+clusterctl: ## build Cluster API's clusterctl into bin/capi unless it is there at the pinned version
+	CLUSTERCTL_VERSION=$(CLUSTERCTL_VERSION) service/fronts/controllers/testbin/clusterctl.sh $(BIN)/capi
+
+# The Cluster API IPAM provider's release: RELEASE_VERSION names it (a
+# semantic version, as clusterctl requires: the tag git describe finds, or
+# v0.0.0-<git describe> between tags); the images default to the tag
+# $(VERSION) that `make images` builds.
+PROVIDER        := nephio
+RELEASE_VERSION ?= $(shell v=$$(git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null) && echo "$$v" || echo "v0.0.0-$(VERSION)")
+RELEASE_DIR     ?= $(BIN)/release
+
+release-artifacts: ## write the clusterctl provider repository (ipam-components.yaml, metadata.yaml) and a clusterctl.yaml into bin/release
+	$(GO) run ./service/internal/clusterctlrelease --blueprint blueprints/ipam --out $(RELEASE_DIR) \
+		--provider $(PROVIDER) --version $(RELEASE_VERSION) --tag $(VERSION)
 
 blueprint-crds: generate-api ## copy the generated CRDs into the blueprints/ipam, ipam-metal3 and ipam-nvidia kpt packages, in the form kpt writes
 	rm -rf blueprints/ipam/crds

@@ -104,6 +104,9 @@ type IPPoolStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=ippools,scope=Namespaced,categories=metal3;ipam
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta1=v1alpha1"
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
 // +kubebuilder:printcolumn:name="CLUSTER",type="string",JSONPath=".spec.clusterName"
 // +kubebuilder:printcolumn:name="STATUS",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
 // +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
@@ -152,6 +155,9 @@ type IPClaimStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=ipclaims,scope=Namespaced,categories=metal3;ipam
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta1=v1alpha1"
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
 // +kubebuilder:printcolumn:name="POOL",type="string",JSONPath=".spec.pool.name"
 // +kubebuilder:printcolumn:name="ADDRESS",type="string",JSONPath=".status.address.name"
 // +kubebuilder:printcolumn:name="ERROR",type="string",JSONPath=".status.errorMessage"
@@ -206,6 +212,9 @@ type IPAddressSpec struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=ipaddresses,scope=Namespaced,categories=metal3;ipam
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta1=v1alpha1"
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
 // +kubebuilder:validation:XValidation:rule="self.spec == oldSelf.spec",message="spec is immutable"
 // +kubebuilder:printcolumn:name="ADDRESS",type="string",JSONPath=".spec.address"
 // +kubebuilder:printcolumn:name="POOL",type="string",JSONPath=".spec.pool.name"

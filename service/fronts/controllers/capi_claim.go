@@ -38,6 +38,19 @@ const (
 	ProtectAddressFinalizer = "ipam.cluster.x-k8s.io/ProtectAddress"
 )
 
+// DeleteForMoveAnnotation is what clusterctl move (and nothing else)
+// writes on each object it deletes from the source management cluster
+// once the target holds a copy: what it marks is moving away, not going,
+// so nothing is released in ipam-server for it.
+const DeleteForMoveAnnotation = "clusterctl.cluster.x-k8s.io/delete-for-move"
+
+// movingAway reports whether clusterctl move is deleting obj from this
+// management cluster after copying it to another.
+func movingAway(obj client.Object) bool {
+	_, ok := obj.GetAnnotations()[DeleteForMoveAnnotation]
+	return ok && !obj.GetDeletionTimestamp().IsZero()
+}
+
 // indexCluster indexes IPAddressClaims by the Cluster they belong to.
 const indexCluster = "ipam.nephio.org/cluster"
 
@@ -197,9 +210,10 @@ func getCluster(ctx context.Context, c client.Client, clusters bool, namespace, 
 }
 
 // isPaused reports whether obj (a claim, a pool) or its cluster is paused:
-// the paused annotation on either, or the Cluster's spec.paused.
+// the paused annotation on either, or the Cluster's spec.paused. An
+// object clusterctl move is deleting after copying it is paused too.
 func isPaused(obj client.Object, cluster *capicorev1beta2.Cluster) bool {
-	if _, ok := obj.GetAnnotations()[capicorev1beta2.PausedAnnotation]; ok {
+	if _, ok := obj.GetAnnotations()[capicorev1beta2.PausedAnnotation]; ok || movingAway(obj) {
 		return true
 	}
 	if cluster == nil {

@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,12 +12,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,9 +63,15 @@ func (s *suite) update(t *testing.T, obj client.Object, mutate func()) {
 // address waits for the IPAddress of a claim and returns it.
 func (s *suite) address(t *testing.T, ns, name string) *capiv1beta2.IPAddress {
 	t.Helper()
+	return s.addressOn(t, s.k8s, ns, name)
+}
+
+// addressOn is address on the API server of k.
+func (s *suite) addressOn(t *testing.T, k client.Client, ns, name string) *capiv1beta2.IPAddress {
+	t.Helper()
 	var a capiv1beta2.IPAddress
 	eventually(t, capiWait, "IPAddress "+ns+"/"+name, func() error {
-		return s.k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &a)
+		return k.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &a)
 	})
 	return &a
 }
@@ -90,8 +97,14 @@ func (s *suite) claimReady(t *testing.T, ns, name string, want metav1.ConditionS
 // poolReady waits for a pool to be Ready with the counts want.
 func (s *suite) poolReady(t *testing.T, obj client.Object, want ipamv1alpha1.IPAddressStatusSummary) {
 	t.Helper()
+	s.poolReadyOn(t, s.k8s, obj, want)
+}
+
+// poolReadyOn is poolReady on the API server of k.
+func (s *suite) poolReadyOn(t *testing.T, k client.Client, obj client.Object, want ipamv1alpha1.IPAddressStatusSummary) {
+	t.Helper()
 	eventually(t, capiWait, "pool "+obj.GetName()+" Ready", func() error {
-		if err := s.k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+		if err := k.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
 		}
 		var st ipamv1alpha1.InClusterIPPoolStatus
@@ -454,7 +467,16 @@ func TestCAPIHundredClaimsAtOnce(t *testing.T) {
 
 // moveTarget is the management cluster of a clusterctl move: a second
 // API server with the CRDs, a fresh ipam-server and controllers on them.
-func (s *suite) moveTarget(t *testing.T) (client.Client, *ipamServer) {
+type moveTarget struct {
+	k8s        client.Client
+	cfg        *rest.Config
+	kubeconfig string
+	srv        *ipamServer
+}
+
+// newMoveTarget starts a moveTarget for the test, whose controllers talk
+// to a fresh ipam-server, or to srv when one is given.
+func (s *suite) newMoveTarget(t *testing.T, srv ...*ipamServer) *moveTarget {
 	t.Helper()
 	env := &envtest.Environment{CRDDirectoryPaths: []string{crdDir, capiCRDDir, metal3CRDDir, nvidiaCRDDir}, ErrorIfCRDPathMissing: true, Scheme: s.k8s.Scheme()}
 	cfg, err := env.Start()
@@ -462,99 +484,14 @@ func (s *suite) moveTarget(t *testing.T) (client.Client, *ipamServer) {
 	t.Cleanup(func() { _ = env.Stop() })
 	k, err := client.New(cfg, client.Options{Scheme: s.k8s.Scheme()})
 	require.NoError(t, err)
-	srv, err := startServer("127.0.0.1:0", filepath.Join(t.TempDir(), "ipam-data"), s.logFile)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.stop() })
-	s.startControllers(t, cfg, func(c *controllers.Config) { c.Server = srv.addr })
-	return k, srv
-}
-
-// TestCAPIMove is clusterctl move: the objects of a paused cluster are
-// copied to a second management cluster (a second API server) whose
-// controllers talk to a fresh ipam-server. The copied IPAddresses are
-// adopted as they are, and a new claim gets none of their addresses.
-func TestCAPIMove(t *testing.T) {
-	s := testSuite(t)
-	ns := s.namespace(t, "capi-move")
-	s.startControllers(t, s.cfg)
-	ctx := context.Background()
-
-	spec := ipamv1alpha1.InClusterIPPoolSpec{Addresses: []string{"10.18.0.10-10.18.0.30"}, Prefix: 24, Gateway: "10.18.0.1"}
-	p := pool(ns, "move", spec)
-	require.NoError(t, s.k8s.Create(ctx, p))
-	s.poolReady(t, p, ipamv1alpha1.IPAddressStatusSummary{Total: 21, Free: 21})
-	cluster := &capicorev1beta2.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wl"}, Spec: capicorev1beta2.ClusterSpec{Paused: ptr.To(false)}}
-	require.NoError(t, s.k8s.Create(ctx, cluster))
-	var moved []*capiv1beta2.IPAddress
-	for i := range 3 {
-		c := claim(ns, fmt.Sprintf("node-%d", i), ipamv1alpha1.KindInClusterIPPool, "move")
-		c.Spec.ClusterName = "wl"
-		require.NoError(t, s.k8s.Create(ctx, c))
-		moved = append(moved, s.address(t, ns, c.Name))
-	}
-	// clusterctl move pauses the cluster first.
-	s.update(t, cluster, func() { cluster.Spec.Paused = ptr.To(true) })
-
-	// The target: its own API server and a fresh ipam-server.
-	k2, srv2 := s.moveTarget(t)
-
-	// Copy, owners first, as clusterctl move does: namespace, cluster
-	// (paused), pool, claims, then the IPAddresses pointing at the new
-	// claims.
-	require.NoError(t, k2.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	require.NoError(t, k2.Create(ctx, &capicorev1beta2.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wl"}, Spec: capicorev1beta2.ClusterSpec{Paused: ptr.To(true)}}))
-	p2 := pool(ns, "move", spec)
-	require.NoError(t, k2.Create(ctx, p2))
-	for _, a := range moved {
-		c := claim(ns, a.Name, ipamv1alpha1.KindInClusterIPPool, "move")
-		c.Spec.ClusterName = "wl"
-		c.Finalizers = []string{controllers.ReleaseAddressFinalizer}
-		require.NoError(t, k2.Create(ctx, c))
-		cp := &capiv1beta2.IPAddress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: a.Name, Labels: a.Labels,
-			Finalizers: a.Finalizers, OwnerReferences: []metav1.OwnerReference{{APIVersion: capiv1beta2.GroupVersion.String(),
-				Kind: capiv1beta2.KindIPAddressClaim, Name: c.Name, UID: c.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
-			Spec: a.Spec}
-		require.NoError(t, k2.Create(ctx, cp))
-	}
-	// A new claim of the pool, outside the paused cluster, arrives before
-	// the moved claims are reconciled: it must not get a moved address.
-	require.NoError(t, k2.Create(ctx, claim(ns, "new", ipamv1alpha1.KindInClusterIPPool, "move")))
-	var fresh capiv1beta2.IPAddress
-	eventually(t, capiWait, "new claim's IPAddress on the target", func() error {
-		return k2.Get(ctx, types.NamespacedName{Namespace: ns, Name: "new"}, &fresh)
-	})
-	assert.Equal(t, "10.18.0.13", fresh.Spec.Address, "the moved .10-.12 are adopted before anything new is handed out")
-
-	// clusterctl unpauses on the target; the moved claims are Ready with
-	// the addresses they had, and the fresh server holds them.
-	var c2 capicorev1beta2.Cluster
-	require.NoError(t, k2.Get(ctx, types.NamespacedName{Namespace: ns, Name: "wl"}, &c2))
-	c2.Spec.Paused = ptr.To(false)
-	require.NoError(t, k2.Update(ctx, &c2))
-	for _, a := range moved {
-		var got capiv1beta2.IPAddressClaim
-		eventually(t, capiWait, "moved claim Ready", func() error {
-			if err := k2.Get(ctx, types.NamespacedName{Namespace: ns, Name: a.Name}, &got); err != nil {
-				return err
-			}
-			if !meta.IsStatusConditionTrue(got.Status.Conditions, capiv1beta2.ConditionReady) {
-				return fmt.Errorf("conditions %+v", got.Status.Conditions)
-			}
-			return nil
-		})
-		var now capiv1beta2.IPAddress
-		require.NoError(t, k2.Get(ctx, types.NamespacedName{Namespace: ns, Name: a.Name}, &now))
-		assert.Equal(t, a.Spec.Address, now.Spec.Address, "moved address unchanged")
-		res, err := srv2.client.Get(ctx, &ipamv1.GetRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION,
-			Key: &ipamv1.Key{Owner: translate.CAPIOwner(controllers.DefaultOwner), Namespace: ns, Name: a.Name}})
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, env.KubeConfig, 0o600))
+	if len(srv) == 0 {
+		fresh, err := startServer("127.0.0.1:0", filepath.Join(t.TempDir(), "ipam-data"), s.logFile)
 		require.NoError(t, err)
-		assert.Equal(t, a.Spec.Address+"/24", res.GetObject().GetAllocation().GetResult().GetPrefix())
+		t.Cleanup(func() { _ = fresh.stop() })
+		srv = append(srv, fresh)
 	}
-	// More claims after the move: no duplicate.
-	require.NoError(t, k2.Create(ctx, claim(ns, "after", ipamv1alpha1.KindInClusterIPPool, "move")))
-	var after capiv1beta2.IPAddress
-	eventually(t, capiWait, "after-move claim's IPAddress", func() error {
-		return k2.Get(ctx, types.NamespacedName{Namespace: ns, Name: "after"}, &after)
-	})
-	assert.Equal(t, "10.18.0.14", after.Spec.Address)
+	s.startControllers(t, cfg, func(c *controllers.Config) { c.Server = srv[0].addr })
+	return &moveTarget{k8s: k, cfg: cfg, kubeconfig: kubeconfig, srv: srv[0]}
 }

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	capicorev1beta2 "github.com/nephio-project/ipam/api/capi/core/v1beta2"
 	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
@@ -116,6 +117,9 @@ func (r *Metal3PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.ensureFinalizer(ctx, &pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if err := r.ensureClusterOwner(ctx, &pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
 	orig := pool.DeepCopy()
 
 	external := map[string]netip.Addr{}
@@ -151,6 +155,33 @@ func (r *Metal3PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	changed := !equality.Semantic.DeepEqual(orig.Status, pool.Status)
 	return r.finish(ctx, &pool, orig, pool.Status.Conditions, orig.Status.Conditions, o, changed, "SyncPool", err)
+}
+
+// ensureClusterOwner makes the Cluster of spec.clusterName an owner of the
+// pool, as Metal3's own controller does, so that clusterctl move carries
+// the pool (and the IPAddresses it owns) with its cluster. Nothing is done
+// while the Cluster does not exist or Cluster API is not installed.
+func (r *Metal3PoolReconciler) ensureClusterOwner(ctx context.Context, pool *metal3v1alpha1.IPPool) error {
+	name := ptr.Deref(pool.Spec.ClusterName, "")
+	if name == "" {
+		return nil
+	}
+	cl, err := getCluster(ctx, r.client, r.clusters, pool.Namespace, name)
+	if err != nil || cl == nil {
+		return err
+	}
+	for _, o := range pool.OwnerReferences {
+		if o.UID == cl.UID {
+			return nil
+		}
+	}
+	orig := pool.DeepCopy()
+	pool.OwnerReferences = append(pool.OwnerReferences, metav1.OwnerReference{
+		APIVersion: capicorev1beta2.GroupVersion.String(), Kind: capicorev1beta2.KindCluster, Name: cl.Name, UID: cl.UID})
+	if err := r.client.Patch(ctx, pool, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("IPPool %s: making Cluster %s its owner: %w", translate.ID(pool.Namespace, pool.Name), name, err)
+	}
+	return nil
 }
 
 // Metal3ClaimReconciler serves Metal3 IPClaims: it allocates from

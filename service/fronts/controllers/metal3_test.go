@@ -342,7 +342,7 @@ spec:
 	// clusterctl move: pause, copy pool, claims and IPAddresses to a
 	// second API server whose controllers use a fresh ipam-server.
 	s.update(t, cluster, func() { cluster.Spec.Paused = ptr.To(true) })
-	k2, _ := s.moveTarget(t)
+	k2 := s.newMoveTarget(t).k8s
 	require.NoError(t, k2.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	c2 := &capicorev1beta2.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wl"}, Spec: capicorev1beta2.ClusterSpec{Paused: ptr.To(true)}}
 	require.NoError(t, k2.Create(ctx, c2))

@@ -68,13 +68,20 @@ func (r *reconciler) ensureFinalizerNamed(ctx context.Context, obj client.Object
 
 // finalize releases a deleted resource in the service with del and then
 // lets it go. A refusal (live children) is written into the Synced
-// condition and retried with backoff; the finalizer holds meanwhile.
+// condition and retried with backoff; the finalizer holds meanwhile. A
+// resource clusterctl move is deleting after copying it is let go without
+// del: the management cluster it moved to holds it in ipam-server now
+// (the same server, or a fresh one that adopts its addresses).
 func (r *reconciler) finalize(ctx context.Context, obj client.Object, conds *[]metav1.Condition, action string, del func() error) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
 		return ctrl.Result{}, nil
 	}
 	before := append([]metav1.Condition(nil), *conds...)
 	orig := obj.DeepCopyObject().(client.Object)
+	if movingAway(obj) {
+		del = func() error { return nil }
+		action += " (moved by clusterctl: nothing released)"
+	}
 	err := del()
 	if err == nil || isNotFound(err) {
 		controllerutil.RemoveFinalizer(obj, Finalizer)

@@ -19,6 +19,8 @@ const (
 	Group = "cluster.x-k8s.io"
 	// Version is the API version mirrored here.
 	Version = "v1beta2"
+	// KindCluster is the kind of Cluster.
+	KindCluster = "Cluster"
 	// ClusterNameLabel names the Cluster an object belongs to.
 	ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
 	// PausedAnnotation on an object stops controllers from processing it.
