@@ -176,30 +176,35 @@ golangci-lint: ## install the pinned golangci-lint under bin/ unless it is there
 		GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$(GOLANGCI_LINT_VERSION); \
 	fi
 
-# Container images `make images` builds, as name:main-package:Dockerfile.
-# Each is FROM scratch around a static binary built here (CGO_ENABLED=0),
-# runs as the non-root uid 65532 and has no shell; nothing is pulled.
+# Container images `make images` builds, as name:main-packages:Dockerfile
+# (packages joined by +: the ipam-node image also carries the nv-ipam CNI
+# plugin it installs on the node). Each is FROM scratch around static
+# binaries built here (CGO_ENABLED=0) and has no shell; nothing is pulled.
+# All run as the non-root uid 65532 but ipam-node, which writes into the
+# host's CNI directories as root.
 # Tags: $(VERSION) and dev.
 # Where `make images` builds the binaries and the build contexts.
 IMAGES_DIR ?= $(BIN)/images
 IMAGES := ipam-fn:./functions/cmd/ipam-fn:functions/Dockerfile.local \
 	ipam-server:./service/cmd/ipam-server:service/Dockerfile.local \
 	ipam-controller:./service/cmd/ipam-controller:service/Dockerfile.controller.local \
-	ipam-injector:./injector/cmd/ipam-injector:injector/Dockerfile.local
+	ipam-injector:./injector/cmd/ipam-injector:injector/Dockerfile.local \
+	ipam-node:./service/cmd/ipam-node+./service/cmd/nv-ipam:service/node/Dockerfile.local
 
 .PHONY: images
 
-images: ## build the images ipam-fn, ipam-server, ipam-controller, ipam-injector (tags: git describe, dev); skipped without docker
+images: ## build the images ipam-fn, ipam-server, ipam-controller, ipam-injector, ipam-node (tags: git describe, dev); skipped without docker
 	@if ! reason=$$(docker info 2>&1 >/dev/null); then echo "images: docker is not available (docker info failed: $$reason); skipping"; exit 0; fi; \
 	docker buildx version >/dev/null 2>&1 || export DOCKER_BUILDKIT=0; \
 	out=$(IMAGES_DIR); rm -rf "$$out"; mkdir -p "$$out/bin"; \
-	pkgs=; for spec in $(IMAGES); do IFS=: read -r name pkg dockerfile <<< "$$spec"; pkgs="$$pkgs $$pkg"; done; \
+	pkgs=; for spec in $(IMAGES); do IFS=: read -r name pkg dockerfile <<< "$$spec"; pkgs="$$pkgs $${pkg//+/ }"; done; \
 	echo "images: go build$$pkgs (CGO_ENABLED=0, static)"; \
 	CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o "$$out/bin/" $$pkgs; \
 	for spec in $(IMAGES); do \
 		IFS=: read -r name pkg dockerfile <<< "$$spec"; \
 		ctx="$$out/$$name"; mkdir -p "$$ctx/data"; \
-		cp "$$out/bin/$$name" "$$dockerfile" functions/image/passwd functions/image/group "$$ctx/"; \
+		for p in $${pkg//+/ }; do cp "$$out/bin/$${p##*/}" "$$ctx/"; done; \
+		cp "$$dockerfile" functions/image/passwd functions/image/group "$$ctx/"; \
 		if ! id=$$(docker build --pull=false -q -t "$$name:$(VERSION)" -t "$$name:dev" -f "$$ctx/$$(basename $$dockerfile)" "$$ctx" 2>"$$ctx/build.log"); then \
 			cat "$$ctx/build.log" >&2; echo "images: docker build of $$name failed" >&2; exit 1; fi; \
 		size=$$(docker image inspect --format '{{.Size}}' "$$name:dev"); \
