@@ -347,7 +347,9 @@ func resultOf(p *pool, x ipam.Result) Result {
 	if b.DefaultGateway {
 		res.Routes = append(res.Routes, netip.PrefixFrom(zeroOf(b.Gateway), 0))
 	}
-	slices.SortFunc(res.Routes, func(a, b netip.Prefix) int { return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits())) })
+	slices.SortFunc(res.Routes, func(a, b netip.Prefix) int {
+		return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+	})
 	res.Routes = slices.Compact(res.Routes)
 	return res
 }
