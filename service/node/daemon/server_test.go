@@ -148,7 +148,8 @@ func TestWireFormat(t *testing.T) {
 	req = protowire.AppendTag(req, 1, protowire.BytesType)
 	req = protowire.AppendBytes(req, params)
 	var out rawMsg
-	if err := conn.Invoke(context.Background(), "/nvidia.ipam.node.v1.IPAMService/Allocate", rawMsg(req), &out, grpc.ForceCodecV2(rawCodec{})); err != nil {
+	in := rawMsg(req)
+	if err := conn.Invoke(context.Background(), "/nvidia.ipam.node.v1.IPAMService/Allocate", &in, &out, grpc.ForceCodecV2(rawCodec{})); err != nil {
 		t.Fatal(err)
 	}
 	// AllocateResponse{1: AllocationInfo{1: pool, 2: ip, 3: gateway, 4: pool_type, 5: Route{1: dest}}}

@@ -412,7 +412,7 @@ func (e *Engine) syncInfra(ctx context.Context, p *pool) error {
 	p.blocked = nil
 	switch {
 	case err == nil:
-	case errors.Is(err, ipam.ErrConflict) || errors.Is(err, ipam.ErrInUse):
+	case errors.Is(err, ipam.ErrConflict) || errors.Is(err, ipam.ErrInUse) || errors.Is(err, ipam.ErrInvalid):
 		// The new network overlaps one that still holds allocations:
 		// nothing new until they are released.
 		p.blocked = fmt.Errorf("%s: the block %s cannot be set up while earlier allocations remain: %w", p.key, cur, err)
