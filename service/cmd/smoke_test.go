@@ -40,6 +40,8 @@ var binaries = map[string][]string{
 	"ipam-fn":         {"server", "owner", "prune", "tlsCA", "tokenFile", "source", "--allow-network"},
 	"ipam-controller": {"-kubeconfig", "-server", "-tls-ca", "-token-file", "-metal3", "-nvidia", "-front-check-interval"},
 	"ipam-injector":   {"-kubeconfig", "-server", "-namespace", "-token-file"},
+	// nv-ipam is a CNI plugin: without CNI_COMMAND it says what it is.
+	"nv-ipam": {"nv-ipam CNI IPAM plugin", "CNI protocol versions supported"},
 }
 
 // mainPackages lists the main packages the Makefile builds into bin/, as
