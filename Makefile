@@ -55,7 +55,7 @@ demo: ## run (as make run) for the five-minute tour; use bin/ipamctl in another 
 	bin/ipam-server --listen 127.0.0.1:9090 --web-addr 127.0.0.1:8080 --data-dir bin/data --demo
 
 test: export KUBEBUILDER_ASSETS = $(TESTBIN)
-test: verify testbin porch-env browser ## build the tools the tests need under bin/ and run all tests
+test: verify testbin porch-env browser cni-plugins ## build the tools the tests need under bin/ and run all tests
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory peers-smoke
@@ -240,6 +240,38 @@ web-screenshots: browser ## regenerate the web view's screenshots in service/ser
 
 testbin: ## build etcd and kube-apiserver for envtest into bin/k8s unless they are there at the pinned versions
 	ETCD_VERSION=$(ETCD_VERSION) KUBE_VERSION=$(KUBE_APISERVER_VERSION) service/fronts/controllers/testbin/build.sh $(TESTBIN)
+
+# The CNI tools the node side's end-to-end test (service/node/cni) drives:
+# Debian's containernetworking-plugins (bridge, host-local, loopback),
+# unpacked from the package into bin/cni without installing it, and
+# cnitool, built from the containernetworking/cni module go.mod pins. The
+# test also runs the etcd and kube-apiserver of testbin.
+CNI_BIN             := $(BIN)/cni
+CNI_PLUGINS_PACKAGE := containernetworking-plugins
+CNI_PLUGINS         := bridge host-local loopback
+
+.PHONY: cni-plugins
+
+cni-plugins: ## put Debian's CNI bridge, host-local and loopback plugins and cnitool into bin/cni unless they are there
+	@mkdir -p $(CNI_BIN)
+	@missing=; for p in $(CNI_PLUGINS); do [ -x $(CNI_BIN)/$$p ] || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+		if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg >/dev/null 2>&1; then \
+			echo "cni-plugins: WARNING: no apt-get and dpkg to fetch $(CNI_PLUGINS_PACKAGE):"; \
+			echo "cni-plugins: WARNING: the CNI end-to-end test (service/node/cni TestNetns*) will be SKIPPED"; \
+			exit 0; \
+		fi; \
+		tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+		echo "cni-plugins: unpacking Debian's $(CNI_PLUGINS_PACKAGE) into bin/cni"; \
+		if ! (cd "$$tmp" && apt-get download $(CNI_PLUGINS_PACKAGE) >/dev/null 2>&1); then \
+			apt-get update -qq && (cd "$$tmp" && apt-get download $(CNI_PLUGINS_PACKAGE) >/dev/null); \
+		fi; \
+		dpkg -x "$$tmp"/$(CNI_PLUGINS_PACKAGE)_*.deb "$$tmp/root"; \
+		for p in $(CNI_PLUGINS); do \
+			install -m 0755 "$$tmp/root/usr/lib/cni/$$p" "$(CNI_BIN)/.$$p.tmp" && mv "$(CNI_BIN)/.$$p.tmp" "$(CNI_BIN)/$$p"; \
+		done; \
+	fi
+	$(GO) build -o $(CNI_BIN)/cnitool github.com/containernetworking/cni/cnitool
 
 # Porch for the injector's e2e test: the Porch server and
 # its function runner (func/server) built from the Go module proxy into

@@ -40,6 +40,8 @@ var binaries = map[string][]string{
 	"ipam-fn":         {"server", "owner", "prune", "tlsCA", "tokenFile", "source", "--allow-network"},
 	"ipam-controller": {"-kubeconfig", "-server", "-tls-ca", "-token-file", "-metal3", "-nvidia", "-front-check-interval"},
 	"ipam-injector":   {"-kubeconfig", "-server", "-namespace", "-token-file"},
+	// nv-ipam is a CNI plugin: without CNI_COMMAND it says what it is.
+	"nv-ipam": {"nv-ipam CNI IPAM plugin", "CNI protocol versions supported"},
 	"ipam-node": {"-node-name", "-ippools-namespace", "-bind-address", "-store-file", "-cleanup-interval", "-cni-bin-dir",
 		"-cni-conf-dir", "-cni-nv-ipam-bin-file", "-cni-skip-nv-ipam-binary-copy", "-cni-skip-nv-ipam-config-creation",
 		"-cni-daemon-socket", "-cni-daemon-call-timeout", "-cni-log-file", "-cni-log-level", "-cni-force-pool-name",
