@@ -57,3 +57,39 @@ func TestNormalize(t *testing.T) {
 		}
 	}
 }
+
+// TestMatch: a transcript's "..." stands for any run of lines, none
+// included; every other line must be there, in order.
+func TestMatch(t *testing.T) {
+	for _, tc := range []struct {
+		want, got []string
+		ok        bool
+	}{
+		{[]string{"a", "b"}, []string{"a", "b"}, true},
+		{[]string{"a", "b"}, []string{"a", "c"}, false},
+		{[]string{"a", "..."}, []string{"a"}, true},
+		{[]string{"a", "...", "d"}, []string{"a", "b", "c", "d"}, true},
+		{[]string{"a", "...", "d"}, []string{"a", "b", "c"}, false},
+		{[]string{"...", "x", "...", "y"}, []string{"x", "q", "y"}, true},
+		{[]string{"...", "y", "x"}, []string{"x", "y"}, false},
+		{[]string{"a"}, []string{"a", "b"}, false},
+	} {
+		if got := match(tc.want, tc.got); got != tc.ok {
+			t.Errorf("match(%q, %q) = %v, want %v", tc.want, tc.got, got, tc.ok)
+		}
+	}
+}
+
+// TestListenAddr: where a server command of a walk-through listens, so
+// that replicas on other addresses run side by side.
+func TestListenAddr(t *testing.T) {
+	for c, want := range map[string]string{
+		"bin/ipam-server --listen 127.0.0.1:9091 --store etcd &":                                 "127.0.0.1:9091",
+		"bin/k8s/etcd --name m0 --listen-client-urls http://127.0.0.1:20379 --log-level error &": "127.0.0.1:20379",
+		"bin/ipam-controller --kubeconfig ~/.kube/config --server 127.0.0.1:9091 &":              "",
+	} {
+		if got := listenAddr(c); got != want {
+			t.Errorf("listenAddr(%q) = %q, want %q", c, got, want)
+		}
+	}
+}

@@ -42,6 +42,7 @@ func readFences(path string) ([]fence, error) {
 		cur     *fence
 		section string
 		n       int
+		mdtogo  bool
 	)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -55,7 +56,11 @@ func readFences(path string) ([]fence, error) {
 			cur = nil
 		case cur != nil:
 			cur.lines = append(cur.lines, l)
-		case strings.HasPrefix(l, "#"):
+		case strings.HasPrefix(l, "<!--mdtogo:"):
+			mdtogo = true // kpt's function docs: text, its "#" lines no headings
+		case strings.HasPrefix(l, "<!--mdtogo-->"):
+			mdtogo = false
+		case strings.HasPrefix(l, "#") && !mdtogo:
 			section = strings.TrimSpace(strings.TrimLeft(l, "#"))
 		}
 	}

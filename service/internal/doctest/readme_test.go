@@ -33,6 +33,100 @@ func TestReadme(t *testing.T) {
 	walk(t, servertest.ModuleRoot(t), func(t *testing.T, _ string) string { return t.TempDir() }, "README.md", "service/README.md")
 }
 
+// TestComponentReadmes runs the walk-throughs of the component READMEs
+// that need no API server, as TestReadme does: the KRM function's (kpt fn
+// render of the seed package in /tmp/seed against an ipam-server on the
+// default port with its data in /tmp/ipam-kpt) and the etcd store's (three
+// etcd members on 20379-22380 and three replicas on 9091-9093). Their
+// fixed directories must not exist: the test does not touch data it did
+// not write.
+func TestComponentReadmes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIPPED: -short (the walk-throughs build and run the binaries)")
+	}
+	if _, err := exec.LookPath("kpt"); err != nil {
+		t.Skip("SKIPPED: kpt is not on PATH; the KRM function's walk-through runs it")
+	}
+	servertest.HoldMakeRunPorts(t)
+	needPorts(t, "9090", "9091", "9092", "9093", "20379", "20380", "21379", "21380", "22379", "22380")
+	for _, d := range fnReadmeDirs {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Skipf("SKIPPED: %s exists (%v); the KRM function's walk-through writes there", d, err)
+		}
+	}
+	root := servertest.ModuleRoot(t)
+	containerMode(t)
+	etcd := filepath.Join(root, "bin", "k8s", "etcd")
+	if _, err := os.Stat(etcd); err != nil {
+		t.Skipf("SKIPPED: %s: %v (make testbin builds it)", etcd, err)
+	}
+	walk(t, root, func(t *testing.T, dir string) string {
+		t.Cleanup(func() {
+			for _, d := range fnReadmeDirs {
+				_ = os.RemoveAll(d)
+			}
+		})
+		// The copy is a fresh clone but for the tools make testbin built:
+		// its `make testbin` finds them built at the pinned versions.
+		if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(root, "bin", "k8s"), filepath.Join(dir, "bin", "k8s")); err != nil {
+			t.Fatal(err)
+		}
+		return t.TempDir()
+	}, "functions/ipamfn/README.md", "service/store/etcd/README.md")
+}
+
+// fnReadmeDirs are the fixed directories of the KRM function's walk-through.
+var fnReadmeDirs = []string{"/tmp/seed", "/tmp/ipam-kpt"}
+
+// The KRM function README's container mode: `make images`, said in its
+// prose, then an ipam-server container on a docker network and volume of
+// fixed names.
+const (
+	fnReadme  = "functions/ipamfn/README.md"
+	fnSection = "ipam-fn: the KRM function"
+)
+
+var fnDocker = []string{
+	"docker network create ipam && docker volume create ipam-data",
+	"docker run -d --name ipam-server --network ipam -v ipam-data:/data ipam-server:dev",
+	"docker inspect -f '{{.NetworkSettings.Networks.ipam.IPAddress}}' ipam-server",
+}
+
+// containerMode prepares the container-mode commands of the KRM function's
+// walk-through: with docker, `make images` runs before the section and the
+// container, network and volume are removed after it (the test skips when
+// they exist: it does not touch what it did not make); without docker they
+// are not run, and the test says so.
+func containerMode(t *testing.T) {
+	key := [2]string{fnReadme, fnSection}
+	if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		for _, c := range fnDocker {
+			notRun[[2]string{fnReadme, c}] = "docker is not available here: " + strings.TrimSpace(string(out))
+		}
+		t.Cleanup(func() {
+			for _, c := range fnDocker {
+				delete(notRun, [2]string{fnReadme, c})
+			}
+		})
+		return
+	}
+	for _, probe := range [][]string{{"container", "inspect", "ipam-server"}, {"network", "inspect", "ipam"}, {"volume", "inspect", "ipam-data"}} {
+		if exec.Command("docker", probe...).Run() == nil {
+			t.Skipf("SKIPPED: docker %s %s exists; the KRM function's walk-through creates it", probe[0], probe[2])
+		}
+	}
+	given[key] = []string{"make images"}
+	t.Cleanup(func() {
+		delete(given, key)
+		_ = exec.Command("docker", "rm", "-f", "ipam-server").Run()
+		_ = exec.Command("docker", "network", "rm", "ipam").Run()
+		_ = exec.Command("docker", "volume", "rm", "ipam-data").Run()
+	})
+}
+
 // The controllers README's walk-through starts its ipam-server on this data
 // directory, as printed; the test refuses to touch one it did not create.
 const controllersDataDir = "/tmp/ipam-k8s"
@@ -52,6 +146,7 @@ var continues = map[[2]string]bool{
 	{"service/fronts/controllers/README.md", "Use it as the Metal3 IPAM"}:             true,
 	{"service/fronts/controllers/README.md", "An entry's prefix wins"}:                true,
 	{"service/fronts/controllers/README.md", "Use it for NVIDIA per-node pools"}:      true,
+	{"blueprints/ipam/README.md", "Identities: mTLS and the authorization policy"}:    true,
 }
 
 // TestControllersReadme runs the walk-throughs of the controllers README
@@ -104,6 +199,28 @@ func TestControllersReadme(t *testing.T) {
 	}, file)
 }
 
+// TestBlueprintReadmes runs the install commands of the blueprints'
+// READMEs as TestControllersReadme does, each README against an API server
+// of its own.
+func TestBlueprintReadmes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIPPED: -short (the walk-throughs run kpt against an API server)")
+	}
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("SKIPPED: KUBEBUILDER_ASSETS is not set (make test sets it after `make testbin` builds etcd and kube-apiserver)")
+	}
+	for _, tool := range []string{"kubectl", "kpt", "openssl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("SKIPPED: %s is not on PATH; the walk-through runs it", tool)
+		}
+	}
+	walk(t, servertest.ModuleRoot(t), func(t *testing.T, _ string) string {
+		home := t.TempDir()
+		writeKubeconfig(t, filepath.Join(home, ".kube", "config"))
+		return home
+	}, "blueprints/ipam/README.md", "blueprints/ipam-metal3/README.md")
+}
+
 // writeKubeconfig starts an API server (envtest, no CRDs) for the test and
 // writes a kubeconfig for it to path.
 func writeKubeconfig(t *testing.T, path string) {
@@ -151,7 +268,7 @@ func walk(t *testing.T, root string, setup func(t *testing.T, dir string) string
 					dir := freshCopy(t, root)
 					s := newSession(t, dir, commandEnv(t, dir, setup(t, dir)))
 					for _, c := range given[[2]string{file, sec[0].section}] {
-						ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 						out, err := s.bash(ctx, c).CombinedOutput()
 						cancel()
 						if err != nil {

@@ -27,6 +27,26 @@ var serverCommands = []struct {
 	{regexp.MustCompile(`^make (run|demo)$`), `"msg":"ready"`},
 	{regexp.MustCompile(`^bin/ipam-server\s`), `"msg":"ready"`},
 	{regexp.MustCompile(`^bin/ipam-controller\s`), `Starting workers`},
+	// etcd logs nothing at --log-level error: ready once its client port
+	// takes connections.
+	{regexp.MustCompile(`^bin/k8s/etcd\s`), readyListening},
+}
+
+// readyListening, as a server command's ready text, waits for the port of
+// the command's listen address (see listenAddr) to take connections.
+const readyListening = "<listening>"
+
+// listenFlag finds where a server command listens: ipam-server's --listen,
+// etcd's --listen-client-urls.
+var listenFlag = regexp.MustCompile(`--listen(?:-client-urls)?[ =](?:https?://)?([^\s,]+)`)
+
+// listenAddr is the address the server command c listens on, or "" when
+// it names none (it listens on its defaults).
+func listenAddr(c string) string {
+	if m := listenFlag.FindStringSubmatch(c); m != nil {
+		return m[1]
+	}
+	return ""
 }
 
 // notRun are the commands the tests do not run, by README and command, with
@@ -41,9 +61,11 @@ var wantExit = map[[2]string]struct {
 	code int
 	why  string
 }{
-	{"service/fronts/controllers/README.md", "kpt live init blueprints/ipam && kpt live apply blueprints/ipam --reconcile-timeout=2m"}: {3,
-		"the test's API server has no kubelet: every object is applied, but the three Deployments and the PVC never reconcile, so kpt waits the 2m and exits 3 (reconcile timeout)"},
+	{"service/fronts/controllers/README.md", "kpt live init blueprints/ipam && kpt live apply blueprints/ipam --reconcile-timeout=2m"}: {3, noKubelet},
+	{"blueprints/ipam/README.md", "kpt live apply blueprints/ipam --reconcile-timeout=2m"}:                                             {3, noKubelet},
 }
+
+const noKubelet = "the test's API server has no kubelet: every object is applied, but the three Deployments and the PVC never reconcile, so kpt waits the 2m and exits 3 (reconcile timeout)"
 
 // eventually matches the commands that read a state controllers are still
 // converging to (a reader types them seconds later): their transcript is
@@ -67,6 +89,8 @@ var normalizers = []struct {
 	{regexp.MustCompile(`ctl\.Version=[^' ]*`), `ctl.Version=<version>`},
 	// The AGE column of kubectl's tables, its last.
 	{regexp.MustCompile(`(\s)\d+[smhd](\d+[smh])?$`), `$1<age>`},
+	// How long kpt says a function ran.
+	{regexp.MustCompile(`^(\[PASS\] .*) in [0-9.]+(µs|ms|s|m)$`), `$1 in <duration>`},
 }
 
 func normalize(lines []string) []string {
@@ -178,8 +202,12 @@ func commandEnv(t *testing.T, dir, home string) []string {
 		}
 		env = append(env, kv)
 	}
+	// A reader's git knows who commits (git commit in the KRM function's
+	// walk-through); the test's HOME has no .gitconfig.
 	return append(env, "PATH="+filepath.Join(dir, "bin")+":"+os.Getenv("PATH"), "HOME="+home,
-		"GOCACHE="+g[0], "GOMODCACHE="+g[1], "GOPATH="+g[2])
+		"GOCACHE="+g[0], "GOMODCACHE="+g[1], "GOPATH="+g[2],
+		"GIT_AUTHOR_NAME=Reader", "GIT_AUTHOR_EMAIL=reader@example.com",
+		"GIT_COMMITTER_NAME=Reader", "GIT_COMMITTER_EMAIL=reader@example.com")
 }
 
 // session runs the commands of one README section in order, in its own
@@ -189,7 +217,29 @@ type session struct {
 	dir     string
 	env     []string
 	servers []*server
+	// cwd is where the reader's shell is: the copy's root until a command
+	// changes directory (cd /tmp/seed && kpt fn render), and there after.
+	cwd string
+	// cwdFiles are where the commands started so far write the directory
+	// they end in; follow reads the last one.
+	cwdFiles []string
 }
+
+// follow moves the reader's shell to the directory the last command that
+// ended in the foreground left it in.
+func (s *session) follow() {
+	if len(s.cwdFiles) == 0 {
+		return
+	}
+	if data, err := os.ReadFile(s.cwdFiles[len(s.cwdFiles)-1]); err == nil {
+		if d := strings.TrimSpace(string(data)); d != "" {
+			s.cwd = d
+		}
+	}
+}
+
+// shellQuote quotes s for bash.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // server is a command that keeps running, started by a step.
 type server struct {
@@ -202,7 +252,7 @@ type server struct {
 // newSession prepares a session in dir; the servers it starts are stopped
 // when the test ends.
 func newSession(t *testing.T, dir string, env []string) *session {
-	s := &session{t: t, dir: dir, env: env}
+	s := &session{t: t, dir: dir, env: env, cwd: dir}
 	t.Cleanup(func() {
 		for i := len(s.servers) - 1; i >= 0; i-- {
 			s.stop(s.servers[i])
@@ -211,11 +261,15 @@ func newSession(t *testing.T, dir string, env []string) *session {
 	return s
 }
 
-// bash returns the command running c in bash from the copy's root, in a
-// process group of its own (what a terminal's Ctrl-C reaches).
+// bash returns the command running c in bash from the reader's current
+// directory, in a process group of its own (what a terminal's Ctrl-C
+// reaches). The directory c ends in is where the next command runs.
 func (s *session) bash(ctx context.Context, c string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "bash", "-c", c)
-	cmd.Dir = s.dir
+	cwdFile := filepath.Join(s.t.TempDir(), "cwd")
+	script := c + "\n__doctest_status=$?\npwd >" + shellQuote(cwdFile) + "\nexit $__doctest_status"
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Dir = s.cwd
+	s.cwdFiles = append(s.cwdFiles, cwdFile)
 	cmd.Env = s.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -241,12 +295,14 @@ func (s *session) run(st step, seen map[[2]string]bool) {
 	t.Logf("%s: $ %s", st.where(), st.cmd)
 	for deadline := time.Now().Add(eventuallyFor); ; {
 		out, err := s.output(st.cmd)
+		s.follow()
+		out = bytes.ReplaceAll(out, []byte(s.dir), []byte(readerRoot))
 		if !st.checked {
 			s.checkExit(st, key, err, out)
 			return
 		}
 		got := trimBlank(strings.Split(strings.TrimSuffix(string(out), "\n"), "\n"))
-		if equal(normalize(st.want), normalize(got)) {
+		if match(normalize(st.want), normalize(got)) {
 			return
 		}
 		if eventually.MatchString(st.cmd) && time.Now().Before(deadline) {
@@ -288,6 +344,31 @@ func exitStatus(err error) string {
 	return err.Error()
 }
 
+// readerRoot is where a transcript shows the reader's checkout: the test's
+// copy of the repository is printed as this path.
+const readerRoot = "/home/me/ipam"
+
+// elided is a transcript line that stands for any number of lines the
+// README leaves out.
+const elided = "..."
+
+// match reports whether got is what want shows, elided lines standing for
+// any run of lines (none included).
+func match(want, got []string) bool {
+	if len(want) == 0 {
+		return len(got) == 0
+	}
+	if want[0] == elided {
+		for i := 0; i <= len(got); i++ {
+			if match(want[1:], got[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+	return len(got) > 0 && want[0] == got[0] && match(want[1:], got[1:])
+}
+
 func equal(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
@@ -301,13 +382,14 @@ func equal(a, b []string) bool {
 }
 
 // start starts the server command of st and waits until it prints ready.
-// The same program still running from an earlier step (the same command,
-// or one with other flags) is stopped first, as the reader's Ctrl-C before
-// starting it again.
+// The same program still running from an earlier step on the same listen
+// address (the same command, or one with other flags) is stopped first,
+// as the reader's Ctrl-C before starting it again; replicas on other
+// addresses (three etcd members) run side by side.
 func (s *session) start(st step, ready string) {
 	t := s.t
 	for _, old := range s.servers {
-		if !old.stopped && program(old.step.cmd) == program(st.cmd) {
+		if !old.stopped && program(old.step.cmd) == program(st.cmd) && listenAddr(old.step.cmd) == listenAddr(st.cmd) {
 			s.stop(old)
 		}
 	}
@@ -329,7 +411,12 @@ func (s *session) start(st step, ready string) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		data, _ := os.ReadFile(out)
-		if bytes.Contains(data, []byte(ready)) {
+		if ready == readyListening {
+			if c, err := net.DialTimeout("tcp", listenAddr(st.cmd), time.Second); err == nil {
+				c.Close()
+				return
+			}
+		} else if bytes.Contains(data, []byte(ready)) {
 			return
 		}
 		if !alive(cmd.Process.Pid) {
