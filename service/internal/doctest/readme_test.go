@@ -128,8 +128,13 @@ func containerMode(t *testing.T) {
 }
 
 // The controllers README's walk-through starts its ipam-server on this data
-// directory, as printed; the test refuses to touch one it did not create.
-const controllersDataDir = "/tmp/ipam-k8s"
+// directory, and its ipam-node with its socket, store and CNI files in
+// nodeDir, as printed; the test refuses to touch them unless it created
+// them.
+const (
+	controllersDataDir = "/tmp/ipam-k8s"
+	nodeDir            = "/tmp/nv-ipam"
+)
 
 // given are the commands a README's prose says were run before a section
 // ("With the CRDs installed (`kubectl apply -f ...`)"), by README and
@@ -170,8 +175,10 @@ func TestControllersReadme(t *testing.T) {
 	// on too.
 	servertest.HoldMakeRunPorts(t)
 	needPorts(t, "9091", "8082", "8081")
-	if _, err := os.Stat(controllersDataDir); !errors.Is(err, os.ErrNotExist) {
-		t.Skipf("SKIPPED: %s exists (%v); the walk-through's ipam-server stores its data there and the test does not touch data it did not write", controllersDataDir, err)
+	for _, d := range []string{controllersDataDir, nodeDir} {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Skipf("SKIPPED: %s exists (%v); the walk-through's servers store their data there and the test does not touch data it did not write", d, err)
+		}
 	}
 	const file = "service/fronts/controllers/README.md"
 	root := servertest.ModuleRoot(t)
@@ -192,7 +199,7 @@ func TestControllersReadme(t *testing.T) {
 		}
 	}
 	walk(t, root, func(t *testing.T, dir string) string {
-		t.Cleanup(func() { _ = os.RemoveAll(controllersDataDir) })
+		t.Cleanup(func() { _ = os.RemoveAll(controllersDataDir); _ = os.RemoveAll(nodeDir) })
 		home := t.TempDir()
 		writeKubeconfig(t, filepath.Join(home, ".kube", "config"))
 		return home
@@ -218,7 +225,7 @@ func TestBlueprintReadmes(t *testing.T) {
 		home := t.TempDir()
 		writeKubeconfig(t, filepath.Join(home, ".kube", "config"))
 		return home
-	}, "blueprints/ipam/README.md", "blueprints/ipam-metal3/README.md")
+	}, "blueprints/ipam/README.md", "blueprints/ipam-metal3/README.md", "blueprints/ipam-nvidia/README.md")
 }
 
 // writeKubeconfig starts an API server (envtest, no CRDs) for the test and
