@@ -151,6 +151,7 @@ var continues = map[[2]string]bool{
 	{"service/fronts/controllers/README.md", "Use it as the Metal3 IPAM"}:             true,
 	{"service/fronts/controllers/README.md", "An entry's prefix wins"}:                true,
 	{"service/fronts/controllers/README.md", "Use it for NVIDIA per-node pools"}:      true,
+	{"service/fronts/controllers/README.md", "Give pods addresses"}:                   true,
 	{"blueprints/ipam/README.md", "Identities: mTLS and the authorization policy"}:    true,
 }
 
@@ -172,9 +173,9 @@ func TestControllersReadme(t *testing.T) {
 	}
 	// ipam-server on 9091; ipam-controller's metrics and health probes on
 	// their defaults, 127.0.0.1:8082 and :8081, which another test serves
-	// on too.
+	// on too; ipam-node's on its defaults, 127.0.0.1:8083 and :8084.
 	servertest.HoldMakeRunPorts(t)
-	needPorts(t, "9091", "8082", "8081")
+	needPorts(t, "9091", "8082", "8081", "8083", "8084")
 	for _, d := range []string{controllersDataDir, nodeDir} {
 		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
 			t.Skipf("SKIPPED: %s exists (%v); the walk-through's servers store their data there and the test does not touch data it did not write", d, err)
