@@ -27,7 +27,7 @@ var serverCommands = []struct {
 	{regexp.MustCompile(`^make (run|demo)$`), `"msg":"ready"`},
 	{regexp.MustCompile(`^bin/ipam-server\s`), `"msg":"ready"`},
 	{regexp.MustCompile(`^bin/ipam-controller\s`), `Starting workers`},
-	{regexp.MustCompile(`^bin/ipam-node\s`), `"msg":"serving"`},
+	{regexp.MustCompile(`^bin/ipam-node\s`), `"msg":"block set"`},
 	// etcd logs nothing at --log-level error: ready once its client port
 	// takes connections.
 	{regexp.MustCompile(`^bin/k8s/etcd\s`), readyListening},
