@@ -207,6 +207,7 @@ func TestDaemonFaults(t *testing.T) {
 		{"internal", fail(codes.Internal, "disk on fire"), 999, "Internal"},
 		{"huge message capped", fail(codes.Internal, strings.Repeat("x", 10000)), 999, "Internal"},
 		{"hangs past the timeout", hang, 11, "in time"},
+		{"answer too large", answer(&nodev1.AllocationInfo{Pool: "pool1", Ip: "10.0.0.2/24", Gateway: strings.Repeat("x", 70<<10)}), ErrBadDaemonAnswer, "too large"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
