@@ -337,7 +337,7 @@ func readConfFile(path string) (*IPAMConf, error) {
 	if err != nil {
 		return nil, types.NewError(types.ErrIOFailure, "conf file "+path+": cannot be opened", capDetail(err.Error()))
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	data, err := io.ReadAll(io.LimitReader(f, MaxConfFileBytes+1))
 	if err != nil {
 		return nil, types.NewError(types.ErrIOFailure, "conf file "+path+": cannot be read", capDetail(err.Error()))
