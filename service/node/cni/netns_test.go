@@ -229,6 +229,14 @@ func (e *e2e) startNode(t *testing.T, extra ...string) {
 		"--health-probe-bind-address", "0", "--metrics-bind-address", "0"}, extra...)
 	e.node = start(t, e.t, binary(t, "ipam-node"), args...)
 	e.node.waitLine(t, `"msg":"serving"`, 120*time.Second)
+	// A fresh client: one that saw the daemon go away would wait out
+	// its reconnect backoff.
+	conn, err := grpc.NewClient("unix://"+e.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = conn.Close() })
+	e.api = nodev1.NewIPAMServiceClient(conn)
 }
 
 func (e *e2e) create(t *testing.T, obj client.Object) {
@@ -307,7 +315,7 @@ func params(cid string, typ nodev1.PoolType, pools ...string) *nodev1.IPAMParame
 }
 
 // isAllocated is the daemon's IsAllocated's code for cid (waiting out
-// Unavailable while the client reconnects to a restarted daemon).
+// Unavailable while the client connects to a restarted daemon).
 func (e *e2e) isAllocated(cid string, typ nodev1.PoolType, pools ...string) codes.Code {
 	var c codes.Code
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
@@ -387,12 +395,6 @@ func TestNetnsEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.startNode(t)
-	conn, err := grpc.NewClient("unix://"+e.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	e.api = nodev1.NewIPAMServiceClient(conn)
 	ipp, cidr := nodev1.PoolType_POOL_TYPE_IPPOOL, nodev1.PoolType_POOL_TYPE_CIDRPOOL
 	e.waitBlock(t, ipp, "pool1")
 	e.waitBlock(t, ipp, "pool6")
@@ -629,6 +631,28 @@ func TestNetnsEndToEnd(t *testing.T) {
 			seen[p.Addr()] = i
 			if p.Bits() != 16 || p.Addr().Less(lo) || hi.Less(p.Addr()) {
 				t.Fatalf("load%d got %s, outside host-b's block %s-%s", i, p, lo, hi)
+			}
+		}
+		// And 200 concurrent DELs release them all.
+		begin = time.Now()
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				stdout, stderr, code := runPlugin(t, e.pluginEnv("DEL", fmt.Sprintf("load%d", i)), e.pluginConf("1.0.0", `,"poolName":"big"`))
+				if code != 0 {
+					errs[i] = fmt.Errorf("exit %d stdout %q stderr %q", code, stdout, stderr)
+				}
+			}()
+		}
+		wg.Wait()
+		t.Logf("200 concurrent DELs: %s", time.Since(begin).Round(time.Millisecond))
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("DEL load%d: %v", i, errs[i])
+			}
+			if c := e.isAllocated(fmt.Sprintf("load%d", i), ipp, "big"); c != codes.NotFound {
+				t.Fatalf("load%d after DEL: IsAllocated %s", i, c)
 			}
 		}
 	})
