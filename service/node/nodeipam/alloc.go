@@ -209,11 +209,13 @@ func (e *Engine) lockPools(r *Request, write func(*pool) bool) ([]*pool, func())
 	slices.SortFunc(order, func(a, b *pool) int { return cmp.Compare(a.key.Name, b.key.Name) })
 	excl := make([]bool, len(order))
 	for i, p := range order {
+		// write reads the pool's state: under the read lock, then the
+		// write lock is taken instead when it asks for it.
+		p.mu.RLock()
 		if write != nil && write(p) {
-			excl[i] = true
+			p.mu.RUnlock()
 			p.mu.Lock()
-		} else {
-			p.mu.RLock()
+			excl[i] = true
 		}
 	}
 	return ps, func() {
