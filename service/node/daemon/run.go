@@ -42,7 +42,7 @@ func Run(ctx context.Context, cfg Config, log logr.Logger, slogger *slog.Logger)
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	if err := importNVIDIAStore(cfg.StoreFile, log); err != nil {
+	if err := importNVIDIAStore(cfg.StoreFile, log, slogger); err != nil {
 		return err
 	}
 	engine, err := nodeipam.Open(cfg.StoreFile, nodeipam.Options{Logger: slogger})
@@ -107,8 +107,10 @@ func Run(ctx context.Context, cfg Config, log logr.Logger, slogger *slog.Logger)
 	if err != nil {
 		return err
 	}
-	restCfg.Timeout = 10 * time.Second
-	clientset, err := kubernetes.NewForConfig(restCfg)
+	// Pod reads and events time out; the pool cache's watches must not.
+	callCfg := rest.CopyConfig(restCfg)
+	callCfg.Timeout = 10 * time.Second
+	clientset, err := kubernetes.NewForConfig(callCfg)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -123,10 +125,7 @@ func Run(ctx context.Context, cfg Config, log logr.Logger, slogger *slog.Logger)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clientset.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: Name, Host: cfg.NodeName})
-	watch, err := newPoolWatch(restCfg, scheme, engine, cfg.NodeName, cfg.PoolsNamespace, log.WithName("pools"), recorder)
-	if err != nil {
-		return err
-	}
+	watch := newPoolWatch(restCfg, scheme, engine, cfg.NodeName, cfg.PoolsNamespace, log.WithName("pools"), recorder)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go watch.run(ctx, poolResync)

@@ -20,7 +20,7 @@ import (
 
 // serve starts the node API over a fresh engine on a unix socket in a
 // temporary directory and returns a client connection to it.
-func serve(t *testing.T) (*nodeipam.Engine, *grpc.ClientConn) {
+func serve(t testing.TB) (*nodeipam.Engine, *grpc.ClientConn) {
 	t.Helper()
 	dir := t.TempDir()
 	e, err := nodeipam.Open(filepath.Join(dir, "store"), nodeipam.Options{})
@@ -43,7 +43,7 @@ func serve(t *testing.T) (*nodeipam.Engine, *grpc.ClientConn) {
 	return e, conn
 }
 
-func seed(t *testing.T, e *nodeipam.Engine) {
+func seed(t testing.TB, e *nodeipam.Engine) {
 	t.Helper()
 	b := &nodeipam.Block{Network: netip.MustParsePrefix("192.168.0.0/16"), Start: netip.MustParseAddr("192.168.0.25"),
 		End: netip.MustParseAddr("192.168.0.48"), Gateway: netip.MustParseAddr("192.168.0.1"), DefaultGateway: true}

@@ -36,23 +36,42 @@ type poolWatch struct {
 	namespace string
 	log       logr.Logger
 	recorder  record.EventRecorder
+	restCfg   *rest.Config
+	scheme    *runtime.Scheme
 	cache     cache.Cache
 	kick      chan struct{}
+	// invalid is the last parse error reported of each pool, so that a
+	// pool that does not parse is evented once, not at every resync.
+	invalid map[nodeipam.PoolKey]string
 }
 
-func newPoolWatch(restCfg *rest.Config, scheme *runtime.Scheme, e *nodeipam.Engine, node, ns string, log logr.Logger, rec record.EventRecorder) (*poolWatch, error) {
-	c, err := cache.New(restCfg, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{ns: {}},
-		ByObject: map[client.Object]cache.ByObject{&nvv1alpha1.IPPool{}: {}, &nvv1alpha1.CIDRPool{}: {}}})
-	if err != nil {
-		return nil, fmt.Errorf("pool cache: %w", err)
-	}
-	return &poolWatch{engine: e, node: node, namespace: ns, log: log, recorder: rec, cache: c, kick: make(chan struct{}, 1)}, nil
+func newPoolWatch(restCfg *rest.Config, scheme *runtime.Scheme, e *nodeipam.Engine, node, ns string, log logr.Logger, rec record.EventRecorder) *poolWatch {
+	return &poolWatch{engine: e, node: node, namespace: ns, log: log, recorder: rec, restCfg: restCfg, scheme: scheme,
+		kick: make(chan struct{}, 1), invalid: map[nodeipam.PoolKey]string{}}
 }
+
+// retryEvery is how often the watch's set-up is tried again while the API
+// server does not answer.
+const retryEvery = 5 * time.Second
 
 // run watches until ctx ends: it retries the set-up while the API server
 // is unreachable (the engine serves the last known blocks meanwhile) and
 // reconciles every pool on each change and every resync period.
 func (w *poolWatch) run(ctx context.Context, resync time.Duration) {
+	for {
+		c, err := cache.New(w.restCfg, cache.Options{Scheme: w.scheme, DefaultNamespaces: map[string]cache.Config{w.namespace: {}},
+			ByObject: map[client.Object]cache.ByObject{&nvv1alpha1.IPPool{}: {}, &nvv1alpha1.CIDRPool{}: {}}})
+		if err == nil {
+			w.cache = c
+			break
+		}
+		w.log.Info("pool watch not set up yet; serving the last known blocks", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retryEvery):
+		}
+	}
 	go func() {
 		if err := w.cache.Start(ctx); err != nil && ctx.Err() == nil {
 			w.log.Error(err, "pool cache stopped")
@@ -76,7 +95,7 @@ func (w *poolWatch) run(ctx context.Context, resync time.Duration) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(5 * time.Second):
+			case <-time.After(retryEvery):
 			}
 		}
 	}
@@ -141,6 +160,10 @@ func (w *poolWatch) reconcile(ctx context.Context) {
 
 func (w *poolWatch) set(ctx context.Context, obj runtime.Object, k nodeipam.PoolKey, b *nodeipam.Block, perr error) {
 	if perr != nil {
+		if w.invalid[k] == perr.Error() {
+			return // reported already
+		}
+		w.invalid[k] = perr.Error()
 		w.log.Error(perr, "pool does not parse; it hands out nothing new", "pool", k.Name, "type", k.Type)
 		w.engine.Invalidate(k, perr)
 		if obj != nil {
@@ -148,6 +171,7 @@ func (w *poolWatch) set(ctx context.Context, obj runtime.Object, k nodeipam.Pool
 		}
 		return
 	}
+	delete(w.invalid, k)
 	ch, err := w.engine.SetPool(ctx, k, b)
 	if err != nil {
 		w.log.Error(err, "set block", "pool", k.Name, "type", k.Type)
