@@ -252,6 +252,10 @@ func LoadConfig(stdin []byte, cniArgsEnv string, needPod bool) (*Config, error) 
 	}
 
 	c := &Config{CNIVersion: n.CNIVersion, Name: n.Name, IPAM: ipam, DeviceID: n.RuntimeConfig.DeviceID}
+	if c.CNIVersion == "" {
+		// A configuration without cniVersion is 0.1.0, as skel reads it.
+		c.CNIVersion = "0.1.0"
+	}
 	if c.DeviceID == "" {
 		c.DeviceID = n.DeviceID
 	}
@@ -333,7 +337,7 @@ func readConfFile(path string) (*IPAMConf, error) {
 	if err != nil {
 		return nil, types.NewError(types.ErrIOFailure, "conf file "+path+": cannot be opened", capDetail(err.Error()))
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	data, err := io.ReadAll(io.LimitReader(f, MaxConfFileBytes+1))
 	if err != nil {
 		return nil, types.NewError(types.ErrIOFailure, "conf file "+path+": cannot be read", capDetail(err.Error()))
@@ -386,6 +390,9 @@ func pools(n *netConf, ipam *IPAMConf, args *cniArgs) ([]string, error) {
 		names, field = args.PoolNames, "args.cni.poolNames"
 	case ipam.PoolName != "":
 		names = strings.Split(ipam.PoolName, ",")
+		for i := range names {
+			names[i] = strings.TrimSpace(names[i])
+		}
 	case !*ipam.ForcePoolName:
 		names, field = []string{n.Name}, "name (the network's name is the pool's: ipam.poolName is not set)"
 	default:

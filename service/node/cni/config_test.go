@@ -72,6 +72,16 @@ func TestLoadConfig(t *testing.T) {
 				t.Errorf("pools %v type %s", c.Pools, c.PoolType)
 			}
 		}},
+		{name: "spaces around pool names", ipam: `"poolName":" pool-v4 , pool-v6"`, args: podArgs, check: func(t *testing.T, c *Config) {
+			if !slices.Equal(c.Pools, []string{"pool-v4", "pool-v6"}) {
+				t.Errorf("pools %q", c.Pools)
+			}
+		}},
+		{name: "no cniVersion is 0.1.0", rawConf: `{"name":"pool1","ipam":{"type":"nv-ipam","confDir":"/nonexistent"}}`, args: podArgs, check: func(t *testing.T, c *Config) {
+			if c.CNIVersion != "0.1.0" {
+				t.Errorf("cniVersion %q", c.CNIVersion)
+			}
+		}},
 		{name: "three pools", ipam: `"poolName":"a,b,c"`, args: podArgs, code: 7, errHas: "at most 2"},
 		{name: "empty pool", ipam: `"poolName":"a,"`, args: podArgs, code: 7, errHas: "pool 1 is empty"},
 		{name: "same pool twice", ipam: `"poolName":"a,a"`, args: podArgs, code: 7, errHas: "named twice"},

@@ -3,6 +3,7 @@ package cni
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"google.golang.org/grpc/codes"
@@ -51,6 +52,10 @@ func daemonError(method, addr string, err error) *types.Error {
 	case codes.AlreadyExists:
 		return types.NewError(ErrAddressTaken, "nv-ipam: a requested address is held by another container", detail)
 	case codes.ResourceExhausted:
+		if strings.Contains(st.Message(), "larger than max") {
+			// The client's own limit on an answer's size.
+			return types.NewError(ErrBadDaemonAnswer, "nv-ipam: the daemon's answer to "+method+" is too large", detail)
+		}
 		return types.NewError(ErrPoolExhausted, "nv-ipam: the node's block of the pool is full", detail)
 	default:
 		return types.NewError(types.ErrInternal, "nv-ipam: "+method+" failed: "+st.Code().String(), detail)

@@ -67,9 +67,6 @@ func openLogFile(file string) (*os.File, error) {
 	return f, nil
 }
 
-// discardLog is the logger before the configuration names the log file.
-var discardLog = slog.New(slog.DiscardHandler)
-
 // levelName writes NVIDIA's names for the levels slog has none for.
 func levelName(_ []string, a slog.Attr) slog.Attr {
 	if a.Key != slog.LevelKey {

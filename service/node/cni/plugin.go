@@ -96,7 +96,7 @@ func (p *Plugin) stderr() io.Writer {
 	return p.Stderr
 }
 
-// call is one command's loaded configuration, logger and daemon client.
+// call is one command's loaded configuration and logger.
 type call struct {
 	cfg    *Config
 	log    *slog.Logger
@@ -164,7 +164,7 @@ func (c *call) invoke(fn func(context.Context, nodev1.IPAMServiceClient) error) 
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(c.cfg.IPAM.DaemonCallTimeoutSeconds)*time.Second)
 	defer cancel()
 	return fn(ctx, nodev1.NewIPAMServiceClient(conn))
@@ -264,7 +264,7 @@ func (p *Plugin) Status(args *skel.CmdArgs) error {
 	if err != nil {
 		return c.fail(types.NewError(ErrPluginNotAvailable, "nv-ipam: the daemon at "+c.cfg.IPAM.DaemonSocket+" cannot be dialled", capDetail(err.Error())))
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(c.cfg.IPAM.DaemonCallTimeoutSeconds)*time.Second)
 	defer cancel()
 	resp, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})

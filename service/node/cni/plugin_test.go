@@ -207,6 +207,7 @@ func TestDaemonFaults(t *testing.T) {
 		{"internal", fail(codes.Internal, "disk on fire"), 999, "Internal"},
 		{"huge message capped", fail(codes.Internal, strings.Repeat("x", 10000)), 999, "Internal"},
 		{"hangs past the timeout", hang, 11, "in time"},
+		{"answer too large", answer(&nodev1.AllocationInfo{Pool: "pool1", Ip: "10.0.0.2/24", Gateway: strings.Repeat("x", 70<<10)}), ErrBadDaemonAnswer, "too large"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -295,5 +296,49 @@ func TestUnwritableLog(t *testing.T) {
 	}
 	if !json.Valid(out.Bytes()) || !strings.Contains(errOut.String(), "log file cannot be opened") {
 		t.Fatalf("stdout %q stderr %q", out.String(), errOut.String())
+	}
+}
+
+// TestStatusTCP: a tcp://host:port daemonSocket reaches the daemon.
+func TestStatusTCP(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	h := health.NewServer()
+	healthpb.RegisterHealthServer(srv, h)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	args, _ := cmdArgs(t, "tcp://"+l.Addr().String(), "1.1.0", "")
+	if err := (&Plugin{}).Status(args); err != nil {
+		t.Fatalf("Status over tcp: %v", err)
+	}
+}
+
+// TestLogRotation: a log file past its limit is moved to <logFile>.1 when
+// the plugin starts, and the new lines go to a fresh file.
+func TestLogRotation(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "nv-ipam.log")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(maxLogFileBytes + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	log, closeLog := OpenLog(file, "info", os.Stderr)
+	log.Info("after rotation")
+	closeLog()
+	if st, err := os.Stat(file + ".1"); err != nil || st.Size() != maxLogFileBytes+1 {
+		t.Fatalf("old log not moved: %v", err)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil || !bytes.Contains(data, []byte("after rotation")) || len(data) > 1024 {
+		t.Fatalf("new log: %v %q", err, data)
+	}
+	if st, _ := os.Stat(file); st.Mode().Perm() != 0o600 {
+		t.Fatalf("log mode %v", st.Mode())
 	}
 }

@@ -28,6 +28,9 @@ type cniConf struct {
 // fsynced, renamed), unless told to skip them.
 func InstallCNI(c CNIConfig) error {
 	if !c.SkipBinCopy {
+		if err := os.MkdirAll(c.BinDir, 0o755); err != nil {
+			return fmt.Errorf("copy the nv-ipam plugin: %w", err)
+		}
 		if err := copyAtomic(c.BinFile, filepath.Join(c.BinDir, PluginName), 0o755); err != nil {
 			return fmt.Errorf("copy the nv-ipam plugin %s to %s: %w", c.BinFile, c.BinDir, err)
 		}

@@ -80,7 +80,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CNI.DaemonSocket, "cni-daemon-socket", DefaultBindAddress, "daemon address written to nv-ipam.conf")
 	fs.IntVar(&c.CNI.CallTimeout, "cni-daemon-call-timeout", DefaultCNICallTimeout, "seconds the plugin waits for the daemon, written to nv-ipam.conf")
 	fs.StringVar(&c.CNI.LogFile, "cni-log-file", DefaultCNILogFile, "the plugin's log file, written to nv-ipam.conf")
-	fs.StringVar(&c.CNI.LogLevel, "cni-log-level", DefaultCNILogLevel, "the plugin's log level (verbose, debug, info, warning, error, panic), written to nv-ipam.conf")
+	fs.StringVar(&c.CNI.LogLevel, "cni-log-level", DefaultCNILogLevel, "the plugin's log level, written to nv-ipam.conf: verbose, debug, info, warning, error, or NVIDIA's highest level (see the README)")
 	fs.BoolVar(&c.CNI.ForcePoolName, "cni-force-pool-name", false, "make the plugin require a pool name, written to nv-ipam.conf")
 }
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc/codes"
 
 	"github.com/nephio-project/ipam/service/node/nodeipam"
@@ -31,7 +32,7 @@ func NewMetrics(e *nodeipam.Engine) *Metrics {
 			Help: "Allocations the cleanup released because their pod is gone or has another UID.",
 		}),
 	}
-	m.Registry.MustRegister(m.calls, m.stale, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
+	m.Registry.MustRegister(m.calls, m.stale, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&poolCollector{e: e})
 	return m
 }

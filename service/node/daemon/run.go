@@ -107,8 +107,10 @@ func Run(ctx context.Context, cfg Config, log logr.Logger, slogger *slog.Logger)
 	if err != nil {
 		return err
 	}
-	restCfg.Timeout = 10 * time.Second
-	clientset, err := kubernetes.NewForConfig(restCfg)
+	// Pod reads and events time out; the pool cache's watches must not.
+	callCfg := rest.CopyConfig(restCfg)
+	callCfg.Timeout = 10 * time.Second
+	clientset, err := kubernetes.NewForConfig(callCfg)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}

@@ -40,10 +40,14 @@ type poolWatch struct {
 	scheme    *runtime.Scheme
 	cache     cache.Cache
 	kick      chan struct{}
+	// invalid is the last parse error reported of each pool, so that a
+	// pool that does not parse is evented once, not at every resync.
+	invalid map[nodeipam.PoolKey]string
 }
 
 func newPoolWatch(restCfg *rest.Config, scheme *runtime.Scheme, e *nodeipam.Engine, node, ns string, log logr.Logger, rec record.EventRecorder) *poolWatch {
-	return &poolWatch{engine: e, node: node, namespace: ns, log: log, recorder: rec, restCfg: restCfg, scheme: scheme, kick: make(chan struct{}, 1)}
+	return &poolWatch{engine: e, node: node, namespace: ns, log: log, recorder: rec, restCfg: restCfg, scheme: scheme,
+		kick: make(chan struct{}, 1), invalid: map[nodeipam.PoolKey]string{}}
 }
 
 // retryEvery is how often the watch's set-up is tried again while the API
@@ -156,6 +160,10 @@ func (w *poolWatch) reconcile(ctx context.Context) {
 
 func (w *poolWatch) set(ctx context.Context, obj runtime.Object, k nodeipam.PoolKey, b *nodeipam.Block, perr error) {
 	if perr != nil {
+		if w.invalid[k] == perr.Error() {
+			return // reported already
+		}
+		w.invalid[k] = perr.Error()
 		w.log.Error(perr, "pool does not parse; it hands out nothing new", "pool", k.Name, "type", k.Type)
 		w.engine.Invalidate(k, perr)
 		if obj != nil {
@@ -163,6 +171,7 @@ func (w *poolWatch) set(ctx context.Context, obj runtime.Object, k nodeipam.Pool
 		}
 		return
 	}
+	delete(w.invalid, k)
 	ch, err := w.engine.SetPool(ctx, k, b)
 	if err != nil {
 		w.log.Error(err, "set block", "pool", k.Name, "type", k.Type)

@@ -31,18 +31,24 @@ const (
 	MaxIPWithIndex = 1<<31 - 1
 )
 
-// Pod names the pod of an allocation.
+// Pod names the pod of an allocation: its name, namespace and UID, and
+// the PCI device of the interface when there is one.
 type Pod struct {
 	Name, Namespace, UID, DeviceID string
 }
 
 // Request is one call of the node API.
 type Request struct {
-	Type         PoolType
-	Pools        []string
-	ContainerID  string
-	IfName       string
-	Pod          Pod
+	// Type says whether Pools name IPPools or CIDRPools.
+	Type PoolType
+	// Pools are one or two pool names.
+	Pools []string
+	// ContainerID and IfName are the container's interface.
+	ContainerID string
+	IfName      string
+	// Pod is kept with the allocation (the cleanup reads it).
+	Pod Pod
+	// RequestedIPs are addresses asked for exactly, one per pool at most.
 	RequestedIPs []string
 	// AllocateDefaultGateway asks for the pool's gateway itself.
 	AllocateDefaultGateway bool
@@ -53,11 +59,16 @@ type Request struct {
 
 // Result is one address handed out.
 type Result struct {
-	Pool    string
-	Type    PoolType
-	IP      netip.Prefix
+	// Pool and Type name the pool.
+	Pool string
+	Type PoolType
+	// IP is the address with the length of its network.
+	IP netip.Prefix
+	// Gateway is the block's gateway; invalid for the gateway itself or a
+	// pool without one.
 	Gateway netip.Addr
-	Routes  []netip.Prefix
+	// Routes are given with a gateway only.
+	Routes []netip.Prefix
 }
 
 // invalid is the error of a malformed field.
@@ -78,8 +89,8 @@ func checkText(field, s string, max int) error {
 	return nil
 }
 
-// Validate checks every field of a request as an attacker could send it.
-// withMeta checks the pod metadata too (Allocate stores it).
+// Validate checks every field of a request as an attacker could send it:
+// each error wraps ipam.ErrInvalid and names the field.
 func (r *Request) Validate() error {
 	switch r.Type {
 	case IPPool, CIDRPool:
@@ -209,11 +220,13 @@ func (e *Engine) lockPools(r *Request, write func(*pool) bool) ([]*pool, func())
 	slices.SortFunc(order, func(a, b *pool) int { return cmp.Compare(a.key.Name, b.key.Name) })
 	excl := make([]bool, len(order))
 	for i, p := range order {
+		// write reads the pool's state: under the read lock, then the
+		// write lock is taken instead when it asks for it.
+		p.mu.RLock()
 		if write != nil && write(p) {
-			excl[i] = true
+			p.mu.RUnlock()
 			p.mu.Lock()
-		} else {
-			p.mu.RLock()
+			excl[i] = true
 		}
 	}
 	return ps, func() {

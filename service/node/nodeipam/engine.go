@@ -29,7 +29,7 @@ const (
 	// labelPrefix starts the labels the engine puts on allocations and
 	// ranges.
 	labelPrefix = "ipam-node.nephio.org/"
-	// LabelGatewayOf labels the range of a pool's gateway address (the
+	// labelGatewayOf labels the range of a pool's gateway address (the
 	// value is the address, ':' written '-').
 	labelGatewayOf = labelPrefix + "gateway-of"
 	labelPodName   = labelPrefix + "pod-name"
@@ -252,12 +252,17 @@ func (e *Engine) pool(k PoolKey) *pool {
 
 // Held is an allocation of a container's interface.
 type Held struct {
-	Pool        PoolKey
+	// Pool is the pool the address belongs to.
+	Pool PoolKey
+	// ContainerID and IfName are the container's interface.
 	ContainerID string
 	IfName      string
-	IP          netip.Prefix
-	Pod         Pod
-	Created     time.Time
+	// IP is the address, written with its network's length.
+	IP netip.Prefix
+	// Pod is the pod the allocation was made for.
+	Pod Pod
+	// Created is when the allocation was made (to the second).
+	Created time.Time
 }
 
 // PoolChange reports what setting a block did.

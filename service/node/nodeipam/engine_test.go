@@ -115,3 +115,67 @@ func TestConcurrentAllocate(t *testing.T) {
 		seen[p] = true
 	}
 }
+
+// TestConcurrentBlockChanges: allocations and releases race block
+// changes; every address handed out is one of a block the pool had, and
+// no address is held twice.
+func TestConcurrentBlockChanges(t *testing.T) {
+	ctx := context.Background()
+	e := openEngine(t, t.TempDir())
+	a, b := seedBlock(), seedBlock()
+	b.Start, b.End = mustAddr("192.168.0.40"), mustAddr("192.168.0.70")
+	setPool(t, e, "pool1", a)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 30 {
+			blk := a
+			if i%2 == 0 {
+				blk = b
+			}
+			if _, err := e.SetPool(ctx, PoolKey{IPPool, "pool1"}, blk); err != nil {
+				t.Error(err)
+			}
+		}
+		close(stop)
+	}()
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := req(fmt.Sprintf("g%d-%d", g, i), "pool1")
+				res, err := e.Allocate(ctx, r)
+				if err != nil {
+					if !errors.Is(err, ipam.ErrExhausted) {
+						t.Error(err)
+					}
+					continue
+				}
+				if ip := res[0].IP.Addr(); !a.Contains(ip) && !b.Contains(ip) {
+					t.Errorf("%s outside both blocks", ip)
+				}
+				if i%2 == 0 {
+					if err := e.Deallocate(ctx, r); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[netip.Prefix]string{}
+	for _, h := range e.List() {
+		if c, ok := seen[h.IP]; ok {
+			t.Fatalf("%s held by %s and %s", h.IP, c, h.ContainerID)
+		}
+		seen[h.IP] = h.ContainerID
+	}
+}
