@@ -119,29 +119,42 @@ func transportCredentials(c Config) (credentials.TransportCredentials, error) {
 	if !c.TLS() {
 		return insecure.NewCredentials(), nil
 	}
+	tc, err := TLSConfig(c.CA, c.Cert, c.Key)
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(tc), nil
+}
+
+// TLSConfig is the client TLS configuration of PEM files: the CA that
+// signs the server's certificate (empty: the system's roots) and the
+// client certificate and key for mTLS (both or neither). Its errors are
+// *OptionError naming OptCA or OptCert. Every client of the project that
+// speaks TLS (to ipam-server, to etcd) builds its configuration here.
+func TLSConfig(ca, cert, key string) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if c.CA != "" {
-		pem, err := os.ReadFile(c.CA)
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
 		if err != nil {
 			return nil, &OptionError{Option: OptCA, Err: err}
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, &OptionError{Option: OptCA, Err: fmt.Errorf("%s holds no PEM certificate", c.CA)}
+			return nil, &OptionError{Option: OptCA, Err: fmt.Errorf("%s holds no PEM certificate", ca)}
 		}
 		tc.RootCAs = pool
 	}
-	if c.Cert != "" || c.Key != "" {
-		if c.Cert == "" || c.Key == "" {
+	if cert != "" || key != "" {
+		if cert == "" || key == "" {
 			return nil, &OptionError{Option: OptCert, Err: errors.New("the client certificate and key go together")}
 		}
-		pair, err := tls.LoadX509KeyPair(c.Cert, c.Key)
+		pair, err := tls.LoadX509KeyPair(cert, key)
 		if err != nil {
 			return nil, &OptionError{Option: OptCert, Err: err}
 		}
 		tc.Certificates = []tls.Certificate{pair}
 	}
-	return credentials.NewTLS(tc), nil
+	return tc, nil
 }
 
 // readToken reads a token file: one line, surrounding white space dropped.

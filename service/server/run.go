@@ -267,7 +267,8 @@ func checkWebExposure(cfg Config, tls, policy bool, log *slog.Logger) error {
 // store, starts serving (Unavailable and health NOT_SERVING while the state
 // is restored), restores the state, seeds the demo if asked, reports
 // SERVING, and on cancellation stops accepting calls, lets in-flight calls
-// finish (up to the shutdown timeout) and closes the store.
+// finish (up to the shutdown timeout) and closes the store. Each step is a
+// function below, in the order Run calls them.
 func Run(ctx context.Context, cfg Config) (err error) {
 	log := cfg.Logger
 	if log == nil {
@@ -275,17 +276,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			return err
 		}
 	}
-	tlsConf, clientCAs, err := serverTLS(cfg)
+	sec, err := loadSecurity(cfg, log)
 	if err != nil {
-		return err
-	}
-	var policy *authz.Policy
-	if cfg.AuthzPolicy != "" {
-		if policy, err = authz.Load(cfg.AuthzPolicy); err != nil {
-			return err
-		}
-	}
-	if err := checkWebExposure(cfg, tlsConf != nil, policy != nil, log); err != nil {
 		return err
 	}
 	store, err := openStore(cfg, log)
@@ -300,7 +292,91 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			log.Info("store closed")
 		}
 	}()
+	in := newInstance(cfg, store, sec, log)
+	lis := cfg.Listener
+	if lis == nil {
+		if lis, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+	}
+	if err := in.buildGRPC(lis); err != nil {
+		_ = lis.Close() // the error above is the one to report
+		return err
+	}
+	if in.fwd != nil {
+		defer in.fwd.close()
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- in.grpc.Serve(lis) }()
+	log.Info("serving", "addr", lis.Addr().String(), "tls", sec.tls != nil, "mtls", cfg.ClientCA != "", "authz_policy", cfg.AuthzPolicy, "store", storeName(cfg))
+	if sec.policy == nil && !loopbackOnly(lis) {
+		log.Warn("no --authz-policy: every client that reaches this address may change and release every owner's objects", "addr", lis.Addr().String())
+	}
+	if err := in.serveHTTP(); err != nil {
+		in.grpc.Stop()
+		return err
+	}
+	if err := in.restore(); err != nil {
+		in.grpc.Stop()
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	}
+	in.shutdown()
+	return nil
+}
 
+// security is what the TLS and authorization flags load.
+type security struct {
+	tls       *tls.Config    // nil: plaintext
+	clientCAs *x509.CertPool // nil: no client certificates asked for
+	policy    *authz.Policy  // nil: no --authz-policy
+}
+
+// loadSecurity reads the TLS files and the authorization policy, and
+// refuses a web view exposed without them.
+func loadSecurity(cfg Config, log *slog.Logger) (security, error) {
+	var sec security
+	var err error
+	if sec.tls, sec.clientCAs, err = serverTLS(cfg); err != nil {
+		return sec, err
+	}
+	if cfg.AuthzPolicy != "" {
+		if sec.policy, err = authz.Load(cfg.AuthzPolicy); err != nil {
+			return sec, err
+		}
+	}
+	return sec, checkWebExposure(cfg, sec.tls != nil, sec.policy != nil, log)
+}
+
+// instance is one running ipam-server: the allocator over the store, the
+// gRPC server in front of it, and the HTTP servers beside it.
+type instance struct {
+	cfg     Config
+	store   Store
+	sec     security
+	log     *slog.Logger
+	hub     *Hub
+	alloc   *ipam.Allocator
+	metrics *Metrics
+	svc     *Service
+
+	calls              *callGate
+	auth               *authenticator // nil without client certificates or policy
+	fwd                *forwarder     // nil unless replicas relay changes to a write lead
+	relay              *relayServer   // the leader's end of that relay
+	grpc               *grpc.Server
+	health             *health.Server
+	metricsSrv, webSrv *http.Server
+}
+
+// newInstance builds the allocator over store: the hub journals its
+// changes (and brings other replicas' to watchers), a shared store commits
+// them under the allocator's locks.
+func newInstance(cfg Config, store Store, sec security, log *slog.Logger) *instance {
 	hub := NewHub(store, cfg.WatchBuffer, log)
 	allocOpts := []ipam.Option{ipam.WithJournal(hub)}
 	if c, ok := store.(ipam.Committer); ok { // shared stores (etcd) commit under the locks
@@ -318,34 +394,32 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		metrics.watchCommits(cs)
 	}
 	svc := NewService(a, hub, metrics)
-	svc.policy = policy
+	svc.policy = sec.policy
+	return &instance{cfg: cfg, store: store, sec: sec, log: log, hub: hub, alloc: a, metrics: metrics, svc: svc,
+		calls: &callGate{metrics: metrics, log: log}}
+}
 
-	lis := cfg.Listener
-	if lis == nil {
-		if lis, err = net.Listen("tcp", cfg.Listen); err != nil {
-			return fmt.Errorf("listen: %w", err)
-		}
-	}
-	calls := &callGate{metrics: metrics, log: log}
+// buildGRPC builds the gRPC server: the interceptors (codec, call gate,
+// authentication, watch limits, forwarding), the admission budget, the IPAM
+// service, the relay, health (NOT_SERVING until restore) and reflection.
+func (in *instance) buildGRPC(lis net.Listener) error {
+	cfg, sec, log := in.cfg, in.sec, in.log
 	// The codec's interceptors come first: they answer a request the codec
 	// could not decode before anything else sees it.
 	codec := newUTF8Codec(newAdmissionCodec())
-	unary := []grpc.UnaryServerInterceptor{codec.unary, calls.unary}
-	stream := []grpc.StreamServerInterceptor{codec.stream, calls.stream}
-	var auth *authenticator
-	if clientCAs != nil || policy != nil {
-		auth = &authenticator{clientCAs: clientCAs, policy: policy, log: log, certs: map[[32]byte]verified{}}
-		unary, stream = append(unary, auth.unary), append(stream, auth.stream)
+	unary := []grpc.UnaryServerInterceptor{codec.unary, in.calls.unary}
+	stream := []grpc.StreamServerInterceptor{codec.stream, in.calls.stream}
+	if sec.clientCAs != nil || sec.policy != nil {
+		in.auth = &authenticator{clientCAs: sec.clientCAs, policy: sec.policy, log: log, certs: map[[32]byte]verified{}}
+		unary, stream = append(unary, in.auth.unary), append(stream, in.auth.stream)
 	}
 	stream = append(stream, newWatchLimits(cfg, log).stream) // after auth: it names the caller
 	// Replicas of a store with a write lead forward changes to the leader:
 	// over plaintext, or under mTLS when the policy names the replicas;
 	// otherwise each commits its own (the lead is not campaigned for).
-	var fwd *forwarder
-	if ls, ok := store.(leaderStore); ok {
-		creds, err := replicaCreds(tlsConf, clientCAs, policy)
+	if ls, ok := in.store.(leaderStore); ok {
+		creds, err := replicaCreds(sec.tls, sec.clientCAs, sec.policy)
 		if err != nil {
-			_ = lis.Close() // the error above is the one to report
 			return err
 		}
 		if creds == nil {
@@ -353,135 +427,134 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		} else {
 			self, err := advertiseAddr(cfg.AdvertiseAddr, lis)
 			if err != nil {
-				_ = lis.Close() // the error above is the one to report
 				return err
 			}
-			fwd = newForwarder(ls, self, creds, log, metrics)
-			defer fwd.close()
-			unary = append(unary, fwd.unary)
+			in.fwd = newForwarder(ls, self, creds, log, in.metrics)
+			unary = append(unary, in.fwd.unary)
 		}
 	}
 	unary = append(unary, cfg.UnaryInterceptors...)
 	budget := newAdmission(cfg.MaxInflightBytes, cfg.InflightWait)
-	metrics.watchAdmission(budget)
+	in.metrics.watchAdmission(budget)
 	opts := append(grpcopt.ServerOptions(),
 		grpc.ForceServerCodecV2(codec),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...))
-	if tlsConf != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
+	if sec.tls != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(sec.tls)))
 	}
 	gs := grpc.NewServer(opts...)
-	gs.RegisterService(budget.serviceDesc(&ipamv1.IPAM_ServiceDesc), svc)
-	var relay *relayServer
-	if fwd != nil { // the leader's end of the relay other replicas forward over
+	gs.RegisterService(budget.serviceDesc(&ipamv1.IPAM_ServiceDesc), in.svc)
+	if in.fwd != nil { // the leader's end of the relay other replicas forward over
 		var replica func(authz.Principal) bool
-		if clientCAs != nil {
-			replica = policy.Replica
+		if sec.clientCAs != nil {
+			replica = sec.policy.Replica
 		}
-		relay = newRelayServer(svc, unary, replica)
-		ipamv1.RegisterReplicaServer(gs, relay)
+		in.relay = newRelayServer(in.svc, unary, replica)
+		ipamv1.RegisterReplicaServer(gs, in.relay)
 	}
 	hs := health.NewServer()
-	hub.OnFailure(func(err error) {
+	in.hub.OnFailure(func(err error) {
 		log.Error("the store failed; refusing calls until ipam-server is restarted", "err", err)
-		calls.fail(err)
-		hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-		hs.SetServingStatus(ipamv1.IPAM_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+		in.calls.fail(err)
+		in.setServing(healthpb.HealthCheckResponse_NOT_SERVING)
 	})
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	hs.SetServingStatus(ipamv1.IPAM_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	in.grpc, in.health = gs, hs
+	in.setServing(healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
+	return nil
+}
 
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- gs.Serve(lis) }()
-	log.Info("serving", "addr", lis.Addr().String(), "tls", tlsConf != nil, "mtls", cfg.ClientCA != "", "authz_policy", cfg.AuthzPolicy, "store", storeName(cfg))
-	if policy == nil && !loopbackOnly(lis) {
-		log.Warn("no --authz-policy: every client that reaches this address may change and release every owner's objects", "addr", lis.Addr().String())
-	}
+// setServing sets the health of the server and of the IPAM service.
+func (in *instance) setServing(st healthpb.HealthCheckResponse_ServingStatus) {
+	in.health.SetServingStatus("", st)
+	in.health.SetServingStatus(ipamv1.IPAM_ServiceDesc.ServiceName, st)
+}
 
-	var metricsSrv, webSrv *http.Server
+// serveHTTP starts the metrics endpoint and the web view, when asked for.
+func (in *instance) serveHTTP() error {
+	cfg, log := in.cfg, in.log
+	var err error
 	if cfg.MetricsAddr != "" || cfg.MetricsListener != nil {
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", metrics.Handler())
-		if metricsSrv, err = serveHTTP("metrics", cfg.MetricsAddr, cfg.MetricsListener, mux, nil, log); err != nil {
-			gs.Stop()
+		mux.Handle("/metrics", in.metrics.Handler())
+		if in.metricsSrv, err = serveHTTP("metrics", cfg.MetricsAddr, cfg.MetricsListener, mux, nil, log); err != nil {
 			return err
 		}
 	}
 	if cfg.WebAddr != "" || cfg.WebListener != nil {
-		wcfg := web.Config{Allocator: a, Log: log, Subscribe: func() (web.Stream, error) {
-			sub, err := hub.Subscribe("", "")
+		wcfg := web.Config{Allocator: in.alloc, Log: log, Subscribe: func() (web.Stream, error) {
+			sub, err := in.hub.Subscribe("", "")
 			if err != nil {
 				return nil, err
 			}
 			return sub, nil
 		}}
 		wcfg.Client = func(r *http.Request) string { return callerName(authz.Principal{}, r.RemoteAddr) }
-		if auth != nil {
-			wcfg.Authorize, wcfg.Client = auth.authorizeHTTP, auth.clientHTTP
+		if in.auth != nil {
+			wcfg.Authorize, wcfg.Client = in.auth.authorizeHTTP, in.auth.clientHTTP
 		}
-		if webSrv, err = serveHTTP("web", cfg.WebAddr, cfg.WebListener, web.New(wcfg), tlsConf, log); err != nil {
-			gs.Stop()
+		if in.webSrv, err = serveHTTP("web", cfg.WebAddr, cfg.WebListener, web.New(wcfg), in.sec.tls, log); err != nil {
 			return err
 		}
 	}
+	return nil
+}
 
+// restore restores the state from the store, takes part in the write lead,
+// seeds the demo if asked, and reports ready and SERVING.
+func (in *instance) restore() error {
 	start := time.Now()
-	if err := store.Restore(a); err != nil {
-		gs.Stop()
+	if err := in.store.Restore(in.alloc); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	hub.Attach(a)
-	if fwd != nil {
-		fwd.store.Lead(fwd.self)
+	in.hub.Attach(in.alloc)
+	if in.fwd != nil {
+		in.fwd.store.Lead(in.fwd.self)
 	}
 	restored := time.Since(start)
-	if cfg.Demo {
-		if err := seedDemo(a, log); err != nil {
-			gs.Stop()
+	if in.cfg.Demo {
+		if err := seedDemo(in.alloc, in.log); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
-	log.Info("ready", "network_instances", len(a.ListNetworkInstances(ipam.Filter{})), "restore_duration", restored)
-	calls.ready.Store(true)
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus(ipamv1.IPAM_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	in.log.Info("ready", "network_instances", len(in.alloc.ListNetworkInstances(ipam.Filter{})), "restore_duration", restored)
+	in.calls.ready.Store(true)
+	in.setServing(healthpb.HealthCheckResponse_SERVING)
+	return nil
+}
 
-	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
-		return fmt.Errorf("serve: %w", err)
+// shutdown stops accepting calls, ends the streams that would hold a
+// graceful stop, lets in-flight calls finish (up to the shutdown timeout)
+// and stops the HTTP servers.
+func (in *instance) shutdown() {
+	in.log.Info("shutting down")
+	in.health.Shutdown()
+	in.hub.Close() // ends Watch streams, which would hold GracefulStop forever
+	if in.relay != nil {
+		in.relay.close() // and the relay streams of other replicas
 	}
-
-	log.Info("shutting down")
-	hs.Shutdown()
-	hub.Close() // ends Watch streams, which would hold GracefulStop forever
-	if relay != nil {
-		relay.close() // and the relay streams of other replicas
-	}
-	timeout := cfg.ShutdownTimeout
+	timeout := in.cfg.ShutdownTimeout
 	if timeout <= 0 {
 		timeout = DefaultShutdownTimeout
 	}
 	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
+	go func() { in.grpc.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
 	case <-time.After(timeout):
-		log.Warn("in-flight calls did not finish in time; cutting them off", "timeout", timeout)
-		gs.Stop()
+		in.log.Warn("in-flight calls did not finish in time; cutting them off", "timeout", timeout)
+		in.grpc.Stop()
 		<-stopped
 	}
-	for _, srv := range []*http.Server{metricsSrv, webSrv} {
+	for _, srv := range []*http.Server{in.metricsSrv, in.webSrv} {
 		if srv != nil {
 			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			_ = srv.Shutdown(sctx)
 			cancel()
 		}
 	}
-	return nil
 }
 
 // serveHTTP serves h on lis, or on a listener of addr, with TLS when tc

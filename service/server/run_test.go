@@ -339,7 +339,7 @@ func TestRunErrors(t *testing.T) {
 		want string
 	}{
 		{server.Config{Store: "etcd"}, "store etcd: --etcd-endpoints is required"},
-		{server.Config{Store: "etcd", EtcdEndpoints: []string{"127.0.0.1:1"}, EtcdCert: certs.ServerCert}, "store etcd: --etcd-cert and --etcd-key go together"},
+		{server.Config{Store: "etcd", EtcdEndpoints: []string{"127.0.0.1:1"}, EtcdCert: certs.ServerCert}, "store etcd: --etcd-cert/--etcd-key: the client certificate and key go together"},
 		{server.Config{Store: "etcd", EtcdEndpoints: []string{"127.0.0.1:1"}, EtcdCA: "/nonexistent/ca.pem"}, "store etcd: --etcd-ca: "},
 		{server.Config{Store: "bolt"}, `store "bolt": unknown (file, etcd or memory)`},
 		{server.Config{Store: "memory", TLSCert: certs.ServerCert}, "--tls-cert and --tls-key go together"},

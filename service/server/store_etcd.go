@@ -2,12 +2,11 @@ package server
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 
+	"github.com/nephio-project/ipam/service/client"
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/store/etcd"
 )
@@ -34,32 +33,20 @@ func openEtcdStore(cfg Config, log *slog.Logger) (Store, error) {
 }
 
 // etcdTLS builds the TLS configuration of the etcd client from the
-// --etcd-ca, --etcd-cert and --etcd-key files; nil when none is set.
+// --etcd-ca, --etcd-cert and --etcd-key files, as every client of the
+// project does (client.TLSConfig); nil when none is set.
 func etcdTLS(cfg Config) (*tls.Config, error) {
 	if cfg.EtcdCA == "" && cfg.EtcdCert == "" && cfg.EtcdKey == "" {
 		return nil, nil
 	}
-	conf := &tls.Config{MinVersion: tls.VersionTLS12}
-	if cfg.EtcdCA != "" {
-		pem, err := os.ReadFile(cfg.EtcdCA)
-		if err != nil {
-			return nil, fmt.Errorf("store etcd: --etcd-ca: %w", err)
+	conf, err := client.TLSConfig(cfg.EtcdCA, cfg.EtcdCert, cfg.EtcdKey)
+	var oe *client.OptionError
+	if errors.As(err, &oe) {
+		flag := "--etcd-cert/--etcd-key"
+		if oe.Option == client.OptCA {
+			flag = "--etcd-ca"
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("store etcd: --etcd-ca %s: no certificate found", cfg.EtcdCA)
-		}
-		conf.RootCAs = pool
+		return nil, fmt.Errorf("store etcd: %s: %w", flag, oe.Err)
 	}
-	if (cfg.EtcdCert == "") != (cfg.EtcdKey == "") {
-		return nil, errors.New("store etcd: --etcd-cert and --etcd-key go together")
-	}
-	if cfg.EtcdCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.EtcdCert, cfg.EtcdKey)
-		if err != nil {
-			return nil, fmt.Errorf("store etcd: client certificate: %w", err)
-		}
-		conf.Certificates = []tls.Certificate{cert}
-	}
-	return conf, nil
+	return conf, err
 }

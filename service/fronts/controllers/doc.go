@@ -1,5 +1,10 @@
-// Package controllers reconciles the ipam.nephio.org custom resources
-// (NetworkInstance, IPPrefix, IPAllocation) against ipam-server over gRPC.
+// Package controllers is ipam-controller: it reconciles custom resources
+// against ipam-server over gRPC. The Nephio kinds of ipam.nephio.org
+// (NetworkInstance, IPPrefix, IPAllocation) always; as fronts, turned on by
+// flags and when their CRDs are installed: Cluster API's IPAddressClaims of
+// the ipam.nephio.org pools (InClusterIPPool, GlobalInClusterIPPool) with
+// their IPAddresses, Metal3's IPPool/IPClaim/IPAddress (--metal3) and
+// NVIDIA's per-node IPPool/CIDRPool (--nvidia).
 //
 // The service stays the single source of truth: a reconciler translates a
 // resource into the matching idempotent call (CreateNetworkInstance,

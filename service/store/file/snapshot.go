@@ -14,7 +14,7 @@ import (
 // Snapshot payload, version 1:
 //
 //	snapshot = magic:"IPAMSNAP" version:byte(1) frame* end
-//	frame    = uvarint(n > 0) record(n bytes)     (record: see codec.go)
+//	frame    = uvarint(n > 0) record(n bytes)     (record: see service/store/record)
 //	end      = uvarint(0) uvarint(number of frames)
 //
 // Nothing may follow end. The end marker and its count make a snapshot cut
