@@ -55,7 +55,7 @@ demo: ## run (as make run) for the five-minute tour; use bin/ipamctl in another 
 	bin/ipam-server --listen 127.0.0.1:9090 --web-addr 127.0.0.1:8080 --data-dir bin/data --demo
 
 test: export KUBEBUILDER_ASSETS = $(TESTBIN)
-test: verify testbin porch-env clusterctl browser ## build the tools the tests need under bin/ and run all tests
+test: verify testbin porch-env clusterctl browser cni-plugins ## build the tools the tests need under bin/ and run all tests
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory peers-smoke
@@ -176,30 +176,35 @@ golangci-lint: ## install the pinned golangci-lint under bin/ unless it is there
 		GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$(GOLANGCI_LINT_VERSION); \
 	fi
 
-# Container images `make images` builds, as name:main-package:Dockerfile.
-# Each is FROM scratch around a static binary built here (CGO_ENABLED=0),
-# runs as the non-root uid 65532 and has no shell; nothing is pulled.
+# Container images `make images` builds, as name:main-packages:Dockerfile
+# (packages joined by +: the ipam-node image also carries the nv-ipam CNI
+# plugin it installs on the node). Each is FROM scratch around static
+# binaries built here (CGO_ENABLED=0) and has no shell; nothing is pulled.
+# All run as the non-root uid 65532 but ipam-node, which writes into the
+# host's CNI directories as root.
 # Tags: $(VERSION) and dev.
 # Where `make images` builds the binaries and the build contexts.
 IMAGES_DIR ?= $(BIN)/images
 IMAGES := ipam-fn:./functions/cmd/ipam-fn:functions/Dockerfile.local \
 	ipam-server:./service/cmd/ipam-server:service/Dockerfile.local \
 	ipam-controller:./service/cmd/ipam-controller:service/Dockerfile.controller.local \
-	ipam-injector:./injector/cmd/ipam-injector:injector/Dockerfile.local
+	ipam-injector:./injector/cmd/ipam-injector:injector/Dockerfile.local \
+	ipam-node:./service/cmd/ipam-node+./service/cmd/nv-ipam:service/node/Dockerfile.local
 
 .PHONY: images
 
-images: ## build the images ipam-fn, ipam-server, ipam-controller, ipam-injector (tags: git describe, dev); skipped without docker
+images: ## build the images ipam-fn, ipam-server, ipam-controller, ipam-injector, ipam-node (tags: git describe, dev); skipped without docker
 	@if ! reason=$$(docker info 2>&1 >/dev/null); then echo "images: docker is not available (docker info failed: $$reason); skipping"; exit 0; fi; \
 	docker buildx version >/dev/null 2>&1 || export DOCKER_BUILDKIT=0; \
 	out=$(IMAGES_DIR); rm -rf "$$out"; mkdir -p "$$out/bin"; \
-	pkgs=; for spec in $(IMAGES); do IFS=: read -r name pkg dockerfile <<< "$$spec"; pkgs="$$pkgs $$pkg"; done; \
+	pkgs=; for spec in $(IMAGES); do IFS=: read -r name pkg dockerfile <<< "$$spec"; pkgs="$$pkgs $${pkg//+/ }"; done; \
 	echo "images: go build$$pkgs (CGO_ENABLED=0, static)"; \
 	CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o "$$out/bin/" $$pkgs; \
 	for spec in $(IMAGES); do \
 		IFS=: read -r name pkg dockerfile <<< "$$spec"; \
 		ctx="$$out/$$name"; mkdir -p "$$ctx/data"; \
-		cp "$$out/bin/$$name" "$$dockerfile" functions/image/passwd functions/image/group "$$ctx/"; \
+		for p in $${pkg//+/ }; do cp "$$out/bin/$${p##*/}" "$$ctx/"; done; \
+		cp "$$dockerfile" functions/image/passwd functions/image/group "$$ctx/"; \
 		if ! id=$$(docker build --pull=false -q -t "$$name:$(VERSION)" -t "$$name:dev" -f "$$ctx/$$(basename $$dockerfile)" "$$ctx" 2>"$$ctx/build.log"); then \
 			cat "$$ctx/build.log" >&2; echo "images: docker build of $$name failed" >&2; exit 1; fi; \
 		size=$$(docker image inspect --format '{{.Size}}' "$$name:dev"); \
@@ -235,6 +240,38 @@ web-screenshots: browser ## regenerate the web view's screenshots in service/ser
 
 testbin: ## build etcd and kube-apiserver for envtest into bin/k8s unless they are there at the pinned versions
 	ETCD_VERSION=$(ETCD_VERSION) KUBE_VERSION=$(KUBE_APISERVER_VERSION) service/fronts/controllers/testbin/build.sh $(TESTBIN)
+
+# The CNI tools the node side's end-to-end test (service/node/cni) drives:
+# Debian's containernetworking-plugins (bridge, host-local, loopback),
+# unpacked from the package into bin/cni without installing it, and
+# cnitool, built from the containernetworking/cni module go.mod pins. The
+# test also runs the etcd and kube-apiserver of testbin.
+CNI_BIN             := $(BIN)/cni
+CNI_PLUGINS_PACKAGE := containernetworking-plugins
+CNI_PLUGINS         := bridge host-local loopback
+
+.PHONY: cni-plugins
+
+cni-plugins: ## put Debian's CNI bridge, host-local and loopback plugins and cnitool into bin/cni unless they are there
+	@mkdir -p $(CNI_BIN)
+	@missing=; for p in $(CNI_PLUGINS); do [ -x $(CNI_BIN)/$$p ] || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+		if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg >/dev/null 2>&1; then \
+			echo "cni-plugins: WARNING: no apt-get and dpkg to fetch $(CNI_PLUGINS_PACKAGE):"; \
+			echo "cni-plugins: WARNING: the CNI end-to-end test (service/node/cni TestNetns*) will be SKIPPED"; \
+			exit 0; \
+		fi; \
+		tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+		echo "cni-plugins: unpacking Debian's $(CNI_PLUGINS_PACKAGE) into bin/cni"; \
+		if ! (cd "$$tmp" && apt-get download $(CNI_PLUGINS_PACKAGE) >/dev/null 2>&1); then \
+			apt-get update -qq && (cd "$$tmp" && apt-get download $(CNI_PLUGINS_PACKAGE) >/dev/null); \
+		fi; \
+		dpkg -x "$$tmp"/$(CNI_PLUGINS_PACKAGE)_*.deb "$$tmp/root"; \
+		for p in $(CNI_PLUGINS); do \
+			install -m 0755 "$$tmp/root/usr/lib/cni/$$p" "$(CNI_BIN)/.$$p.tmp" && mv "$(CNI_BIN)/.$$p.tmp" "$(CNI_BIN)/$$p"; \
+		done; \
+	fi
+	$(GO) build -o $(CNI_BIN)/cnitool github.com/containernetworking/cni/cnitool
 
 # Porch for the injector's e2e test: the Porch server and
 # its function runner (func/server) built from the Go module proxy into

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/chromedp/chromedp v0.23.0
+	github.com/containernetworking/cni v1.3.0
 	github.com/go-logr/logr v1.4.4
 	github.com/kptdev/krm-functions-sdk/go/fn v1.1.1
 	github.com/nephio-project/porch/api v1.3.0
@@ -72,6 +73,7 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/vishvananda/netns v0.0.4 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xlab/treeprint v1.2.0 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect

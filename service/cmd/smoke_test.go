@@ -40,6 +40,12 @@ var binaries = map[string][]string{
 	"ipam-fn":         {"server", "owner", "prune", "tlsCA", "tokenFile", "source", "--allow-network"},
 	"ipam-controller": {"-kubeconfig", "-server", "-tls-ca", "-token-file", "-metal3", "-nvidia", "-front-check-interval"},
 	"ipam-injector":   {"-kubeconfig", "-server", "-namespace", "-token-file"},
+	// nv-ipam is a CNI plugin: without CNI_COMMAND it says what it is.
+	"nv-ipam": {"nv-ipam CNI IPAM plugin", "CNI protocol versions supported"},
+	"ipam-node": {"-node-name", "-ippools-namespace", "-bind-address", "-store-file", "-cleanup-interval", "-cni-bin-dir",
+		"-cni-conf-dir", "-cni-nv-ipam-bin-file", "-cni-skip-nv-ipam-binary-copy", "-cni-skip-nv-ipam-config-creation",
+		"-cni-daemon-socket", "-cni-daemon-call-timeout", "-cni-log-file", "-cni-log-level", "-cni-force-pool-name",
+		"-health-probe-bind-address", "-metrics-bind-address", "-kubeconfig"},
 }
 
 // mainPackages lists the main packages the Makefile builds into bin/, as
@@ -123,6 +129,12 @@ func TestEveryBinaryIsCovered(t *testing.T) {
 	}
 }
 
+// panicked reports whether a Go program's output shows a panic (the word
+// alone is a log level of the CNI plugin, in ipam-node's help).
+func panicked(out []byte) bool {
+	return bytes.Contains(out, []byte("panic: ")) || bytes.Contains(out, []byte("goroutine 1 ["))
+}
+
 // TestHelp: `BIN --help` exits 0 and names the binary's key flags.
 func TestHelp(t *testing.T) {
 	dir := build(t)
@@ -134,7 +146,7 @@ func TestHelp(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s --help: %v\n%s", name, err, out)
 			}
-			if bytes.Contains(out, []byte("panic")) {
+			if panicked(out) {
 				t.Fatalf("%s --help panicked:\n%s", name, out)
 			}
 			for _, f := range flags {
@@ -394,7 +406,7 @@ spec:
 
 	inj := start(t, filepath.Join(dir, "ipam-injector"), "--kubeconfig", kc, "--server", serving.Addr)
 	inj.alive(t, 5*time.Second)
-	if strings.Contains(inj.output(), "panic") {
+	if panicked([]byte(inj.output())) {
 		t.Fatalf("ipam-injector panicked:\n%s", inj.output())
 	}
 	inj.stop(t)
@@ -422,17 +434,25 @@ func TestImages(t *testing.T) {
 		t.Fatalf("make images: %v\n%s", err, out)
 	}
 	for name := range binaries {
-		if name == "ipamctl" {
-			continue // a CLI, not an image
+		if name == "ipamctl" || name == "nv-ipam" {
+			continue // a CLI, and the CNI plugin inside the ipam-node image (below)
 		}
 		t.Run(name, func(t *testing.T) {
 			out, err := exec.Command("docker", "run", "--rm", "--network", "none", name+":dev", "--help").CombinedOutput()
 			if err != nil {
 				t.Fatalf("docker run %s:dev --help: %v\n%s", name, err, out)
 			}
-			if bytes.Contains(out, []byte("panic")) {
+			if panicked(out) {
 				t.Fatalf("%s:dev --help panicked:\n%s", name, out)
 			}
 		})
 	}
+	// The ipam-node image carries the CNI plugin it installs on the node.
+	t.Run("nv-ipam", func(t *testing.T) {
+		out, err := exec.Command("docker", "run", "--rm", "--network", "none", "-e", "CNI_COMMAND=VERSION",
+			"--entrypoint", "/nv-ipam", "ipam-node:dev").CombinedOutput()
+		if err != nil || !bytes.Contains(out, []byte(`"supportedVersions"`)) {
+			t.Fatalf("docker run --entrypoint /nv-ipam ipam-node:dev with CNI_COMMAND=VERSION: %v\n%s", err, out)
+		}
+	})
 }

@@ -13,6 +13,8 @@ var targets = []Target{
 	{ID: "W4", Match: "W4Ratio", Unit: "ratio", Cmp: AtLeast, Value: 0.90},
 	{ID: "W4", Match: "W4SyncAddrsPerSec", Unit: "addrs/s", Cmp: AtLeast, Value: 1e6},
 	{ID: "W5", Match: "W5DurableAllocsPerSec", Unit: "allocs/s", Cmp: AtLeast, Value: 10000},
+	{ID: "N1", Match: "N1NodeAllocate/callers=1", Unit: "p99-ms", Cmp: AtMost, Value: 2},
+	{ID: "N1", Match: "N1NodeAllocate/callers=64", Unit: "allocs/s", Cmp: AtLeast, Value: 5000},
 	{ID: "W6", Match: "W6HeapBytesPerAlloc", Unit: "B/alloc", Cmp: AtMost, Value: 64},
 	{ID: "W6", Match: "W6RestartSeconds", Unit: "s", Cmp: AtMost, Value: 1},
 	{ID: "W7", Match: "W7RenderRatio", Unit: "ratio", Cmp: AtMost, Value: 2},

@@ -128,8 +128,13 @@ func containerMode(t *testing.T) {
 }
 
 // The controllers README's walk-through starts its ipam-server on this data
-// directory, as printed; the test refuses to touch one it did not create.
-const controllersDataDir = "/tmp/ipam-k8s"
+// directory, and its ipam-node with its socket, store and CNI files in
+// nodeDir, as printed; the test refuses to touch them unless it created
+// them.
+const (
+	controllersDataDir = "/tmp/ipam-k8s"
+	nodeDir            = "/tmp/nv-ipam"
+)
 
 // given are the commands a README's prose says were run before a section
 // ("With the CRDs installed (`kubectl apply -f ...`)"), by README and
@@ -146,6 +151,7 @@ var continues = map[[2]string]bool{
 	{"service/fronts/controllers/README.md", "Use it as the Metal3 IPAM"}:             true,
 	{"service/fronts/controllers/README.md", "An entry's prefix wins"}:                true,
 	{"service/fronts/controllers/README.md", "Use it for NVIDIA per-node pools"}:      true,
+	{"service/fronts/controllers/README.md", "Give pods addresses"}:                   true,
 	{"blueprints/ipam/README.md", "Identities: mTLS and the authorization policy"}:    true,
 }
 
@@ -167,11 +173,13 @@ func TestControllersReadme(t *testing.T) {
 	}
 	// ipam-server on 9091; ipam-controller's metrics and health probes on
 	// their defaults, 127.0.0.1:8082 and :8081, which another test serves
-	// on too.
+	// on too; ipam-node's on its defaults, 127.0.0.1:8083 and :8084.
 	servertest.HoldMakeRunPorts(t)
-	needPorts(t, "9091", "8082", "8081")
-	if _, err := os.Stat(controllersDataDir); !errors.Is(err, os.ErrNotExist) {
-		t.Skipf("SKIPPED: %s exists (%v); the walk-through's ipam-server stores its data there and the test does not touch data it did not write", controllersDataDir, err)
+	needPorts(t, "9091", "8082", "8081", "8083", "8084")
+	for _, d := range []string{controllersDataDir, nodeDir} {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Skipf("SKIPPED: %s exists (%v); the walk-through's servers store their data there and the test does not touch data it did not write", d, err)
+		}
 	}
 	const file = "service/fronts/controllers/README.md"
 	root := servertest.ModuleRoot(t)
@@ -192,7 +200,7 @@ func TestControllersReadme(t *testing.T) {
 		}
 	}
 	walk(t, root, func(t *testing.T, dir string) string {
-		t.Cleanup(func() { _ = os.RemoveAll(controllersDataDir) })
+		t.Cleanup(func() { _ = os.RemoveAll(controllersDataDir); _ = os.RemoveAll(nodeDir) })
 		home := t.TempDir()
 		writeKubeconfig(t, filepath.Join(home, ".kube", "config"))
 		return home
@@ -218,7 +226,7 @@ func TestBlueprintReadmes(t *testing.T) {
 		home := t.TempDir()
 		writeKubeconfig(t, filepath.Join(home, ".kube", "config"))
 		return home
-	}, "blueprints/ipam/README.md", "blueprints/ipam-metal3/README.md")
+	}, "blueprints/ipam/README.md", "blueprints/ipam-metal3/README.md", "blueprints/ipam-nvidia/README.md")
 }
 
 // writeKubeconfig starts an API server (envtest, no CRDs) for the test and
