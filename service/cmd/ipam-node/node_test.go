@@ -240,7 +240,18 @@ type daemon struct {
 	*proc
 	sock    string
 	metrics string
+	health  string
+	conn    *grpc.ClientConn
 	api     nodev1.IPAMServiceClient
+}
+
+// waitLineOut waits for a line already printed or still to come.
+func (d *daemon) waitLineOut(t *testing.T, want string) {
+	t.Helper()
+	if strings.Contains(d.output(), want) {
+		return
+	}
+	d.waitLine(t, want, 30*time.Second)
 }
 
 // startNode runs ipam-node for node in dir (its store, socket and CNI
@@ -260,8 +271,11 @@ func startNode(t *testing.T, dir, node, kubeconfig string, extra ...string) *dae
 	for range 2 {
 		var l struct{ Server, Address string }
 		_ = json.Unmarshal([]byte(p.waitLine(t, `"msg":"http"`, 30*time.Second)), &l)
-		if l.Server == "metrics" {
+		switch l.Server {
+		case "metrics":
 			d.metrics = l.Address
+		case "health":
+			d.health = l.Address
 		}
 	}
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -269,7 +283,7 @@ func startNode(t *testing.T, dir, node, kubeconfig string, extra ...string) *dae
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	d.api = nodev1.NewIPAMServiceClient(conn)
+	d.conn, d.api = conn, nodev1.NewIPAMServiceClient(conn)
 	return d
 }
 
