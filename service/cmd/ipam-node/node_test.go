@@ -440,13 +440,13 @@ func TestIPAMNode(t *testing.T) {
 	// Pods: pod-keep exists with the UID its allocation names; pod-again
 	// exists with another UID than its allocation's.
 	keep := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-keep", Namespace: "default"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+		Spec: corev1.PodSpec{NodeName: "host-b", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
 	c.create(t, keep)
 	pk := params("keep", ipp, "pool1")
 	pk.Metadata.K8SPodUid = string(keep.UID)
 	d.allocate(t, pk)
 	c.create(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-again", Namespace: "default"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}})
+		Spec: corev1.PodSpec{NodeName: "host-b", Containers: []corev1.Container{{Name: "c", Image: "x"}}}})
 	d.allocate(t, params("again", ipp, "pool1")) // UID uid-again: not the pod's
 
 	// Block change: host-b stops being a worker, so the controller takes

@@ -659,9 +659,9 @@ func TestNetnsEndToEnd(t *testing.T) {
 
 	t.Run("a stale pod's allocation is released", func(t *testing.T) {
 		keep := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-keep", Namespace: "default"},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+			Spec: corev1.PodSpec{NodeName: "host-b", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
 		stale := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-stale", Namespace: "default"},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+			Spec: corev1.PodSpec{NodeName: "host-b", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
 		e.create(t, keep)
 		e.create(t, stale)
 		ctrKeep, ctrStale := netns(t, "keep"), netns(t, "stale")

@@ -129,7 +129,7 @@ func Run(ctx context.Context, cfg Config, log logr.Logger, slogger *slog.Logger)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go watch.run(ctx, poolResync)
-	cl := &cleaner{engine: engine, pods: clientset, grace: cfg.CleanupGrace, log: log.WithName("cleanup"), metrics: metrics}
+	cl := &cleaner{node: cfg.NodeName, engine: engine, pods: clientset, grace: cfg.CleanupGrace, log: log.WithName("cleanup"), metrics: metrics}
 	go cl.run(ctx, cfg.CleanupInterval)
 
 	select {
