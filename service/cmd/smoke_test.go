@@ -39,7 +39,7 @@ var binaries = map[string][]string{
 	"ipamctl":         {"-server", "-token-file"},
 	"ipam-fn":         {"server", "owner", "prune", "tlsCA", "tokenFile", "source", "--allow-network"},
 	"ipam-controller": {"-kubeconfig", "-server", "-tls-ca", "-token-file", "-metal3", "-nvidia", "-front-check-interval"},
-	"ipam-injector":   {"-kubeconfig", "-server", "-namespace", "-token-file"},
+	"ipam-injector":   {"-kubeconfig", "-server", "-namespace", "-token-file", "-workers", "-resync-interval", "-gc-interval", "-metrics-bind-address"},
 }
 
 // mainPackages lists the main packages the Makefile builds into bin/, as
