@@ -80,8 +80,8 @@ type Injector struct {
 	packages keyedMutex
 
 	mu     sync.Mutex
-	owners map[string]string                // owner -> namespace, every owner synced by this process
-	warned map[string]string                // revision -> resourceVersion of its last parse-error Event
+	owners map[string]string               // owner -> namespace, every owner synced by this process
+	warned map[string]string               // revision -> resourceVersion of its last parse-error Event
 	done   map[types.NamespacedName]string // Draft -> resourceVersion last processed
 }
 
