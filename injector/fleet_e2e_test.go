@@ -51,7 +51,6 @@ func TestPorchFleet(t *testing.T) {
 		edits.Add(1)
 	}
 	cfg := Config{Server: srv.Addr, GCInterval: 500 * time.Millisecond, ResyncInterval: time.Hour, beforeWrite: hook}
-	var mu sync.Mutex
 	stop := startInjector(t, env, cfg, "injector-1.log")
 	restarted := make(chan struct{})
 	var restartOnce sync.Once
@@ -64,8 +63,6 @@ func TestPorchFleet(t *testing.T) {
 			// cancelled), a second one starts from nothing.
 			go func() {
 				defer close(restarted)
-				mu.Lock()
-				defer mu.Unlock()
 				stop()
 				startInjector(t, env, cfg, "injector-2.log")
 				t.Logf("injector restarted after %d of %d creates", created, n)
@@ -131,6 +128,4 @@ func TestPorchFleet(t *testing.T) {
 	}
 	t.Logf("deleted %d Drafts; ipam-server released their %d allocations and kept the other %d packages' (after %s)",
 		len(gone), len(gone)*allocs, len(want), time.Since(start).Round(100*time.Millisecond))
-	mu.Lock() // the restart is done
-	mu.Unlock()
 }

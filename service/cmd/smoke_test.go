@@ -392,7 +392,8 @@ spec:
 	ctl.alive(t, 2*time.Second)
 	ctl.stop(t)
 
-	inj := start(t, filepath.Join(dir, "ipam-injector"), "--kubeconfig", kc, "--server", serving.Addr)
+	inj := start(t, filepath.Join(dir, "ipam-injector"), "--kubeconfig", kc, "--server", serving.Addr,
+		"--workers", "2", "--resync-interval", "1m", "--metrics-bind-address", "127.0.0.1:0")
 	inj.alive(t, 5*time.Second)
 	if strings.Contains(inj.output(), "panic") {
 		t.Fatalf("ipam-injector panicked:\n%s", inj.output())
