@@ -75,14 +75,18 @@ type Injector struct {
 
 	// gcDue is set when a garbage collection is due (a deletion was seen).
 	gcDue atomic.Bool
+	// activity receives a signal (dropped when one is pending) for every
+	// event that passes; nil: none is sent.
+	activity chan struct{}
 	// packages serializes the work on one package: its Drafts share an
 	// owner, whose Sync prunes.
 	packages keyedMutex
 
-	mu     sync.Mutex
-	owners map[string]string               // owner -> namespace, every owner synced by this process
-	warned map[string]string               // revision -> resourceVersion of its last parse-error Event
-	done   map[types.NamespacedName]string // Draft -> resourceVersion last processed
+	mu       sync.Mutex
+	owners   map[string]string               // owner -> namespace, every owner synced by this process
+	warned   map[string]string               // revision -> resourceVersion of its last parse-error Event
+	done     map[types.NamespacedName]string // Draft -> resourceVersion last processed
+	suspects map[string]bool                 // owners without a revision at the last collection
 }
 
 // upToDate reports whether the Draft was processed at this resourceVersion.
@@ -125,6 +129,14 @@ func (in *Injector) forgetAllBut(live map[types.NamespacedName]bool) {
 		if !live[types.NamespacedName{Namespace: ns, Name: n}] {
 			delete(in.warned, name)
 		}
+	}
+}
+
+// active is told of an event that passes.
+func (in *Injector) active() {
+	select {
+	case in.activity <- struct{}{}:
+	default:
 	}
 }
 
@@ -346,7 +358,11 @@ func (in *Injector) track(owner, ns string) {
 // owners are those this process synced and those ipam-server lists whose
 // first segment names a Porch Repository in the watched namespace(s);
 // owners of other clients (controllers, kpt fn render) are never touched.
-func (in *Injector) CollectGarbage(ctx context.Context) ([]string, error) {
+// A package is gone when neither a live list of PackageRevisions (prs;
+// nil lists them) nor the watch's cache shows a revision of it, in two
+// collections in a row: Porch's list can miss revisions while it
+// refreshes a repository, and a release cannot be undone.
+func (in *Injector) CollectGarbage(ctx context.Context, prs *unstructured.UnstructuredList) ([]string, error) {
 	var opts []ctrl.ListOption
 	if in.Namespace != "" {
 		opts = append(opts, ctrl.InNamespace(in.Namespace))
@@ -357,13 +373,24 @@ func (in *Injector) CollectGarbage(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	prs := newRevisionList()
-	if err := in.Reader.List(ctx, prs, opts...); err != nil {
-		return nil, fmt.Errorf("list PackageRevisions: %w", err)
+	if prs == nil {
+		prs = newRevisionList()
+		if err := in.Reader.List(ctx, prs, opts...); err != nil {
+			return nil, fmt.Errorf("list PackageRevisions: %w", err)
+		}
 	}
 	alive := map[string]bool{}
 	for i := range prs.Items {
 		alive[ownerOf(&prs.Items[i])] = true
+	}
+	if in.Revisions != nil {
+		cached := newRevisionList()
+		if err := in.Revisions.List(ctx, cached, opts...); err != nil {
+			return nil, fmt.Errorf("list cached PackageRevisions: %w", err)
+		}
+		for i := range cached.Items {
+			alive[ownerOf(&cached.Items[i])] = true
+		}
 	}
 	candidates := map[string]bool{}
 	in.mu.Lock()
@@ -380,16 +407,29 @@ func (in *Injector) CollectGarbage(ctx context.Context) ([]string, error) {
 			candidates[o] = true
 		}
 	}
+	in.mu.Lock()
+	suspects := in.suspects
+	in.suspects = map[string]bool{}
+	in.mu.Unlock()
 	var released []string
 	var errs []error
 	for _, o := range slices.Sorted(maps.Keys(candidates)) {
 		if alive[o] {
 			continue
 		}
+		if !suspects[o] {
+			in.mu.Lock()
+			in.suspects[o] = true // gone if still so at the next collection
+			in.mu.Unlock()
+			continue
+		}
 		cctx, cancel := context.WithTimeout(ctx, in.timeout())
 		_, err := in.IPAM.Sync(cctx, &ipamv1.SyncRequest{Owner: o, Prune: true})
 		cancel()
 		if err != nil {
+			in.mu.Lock()
+			in.suspects[o] = true
+			in.mu.Unlock()
 			errs = append(errs, fmt.Errorf("release owner %s: %w", o, err))
 			continue
 		}
@@ -401,6 +441,14 @@ func (in *Injector) CollectGarbage(ctx context.Context) ([]string, error) {
 		}
 	}
 	return released, errors.Join(errs...)
+}
+
+// pendingRelease reports whether some owner waits for a second collection
+// to be released.
+func (in *Injector) pendingRelease() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.suspects) > 0
 }
 
 // repositories returns the names of the Porch Repositories.

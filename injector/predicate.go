@@ -25,15 +25,23 @@ func isDraft(o any) bool {
 }
 
 // Create passes Drafts.
-func (revisionEvents) Create(e event.CreateEvent) bool { return isDraft(e.Object) }
+func (r revisionEvents) Create(e event.CreateEvent) bool { return r.pass(isDraft(e.Object)) }
 
 // Update passes a Draft whose resourceVersion or lifecycle changed.
-func (revisionEvents) Update(e event.UpdateEvent) bool {
+func (r revisionEvents) Update(e event.UpdateEvent) bool {
 	if !isDraft(e.ObjectNew) {
 		return false
 	}
 	old, ok := e.ObjectOld.(*unstructured.Unstructured)
-	return !ok || old.GetResourceVersion() != e.ObjectNew.GetResourceVersion() || !isDraft(old)
+	return r.pass(!ok || old.GetResourceVersion() != e.ObjectNew.GetResourceVersion() || !isDraft(old))
+}
+
+// pass tells the injector of activity when ok.
+func (r revisionEvents) pass(ok bool) bool {
+	if ok && r.in != nil {
+		r.in.active()
+	}
+	return ok
 }
 
 // Delete passes nothing and makes a garbage collection due.

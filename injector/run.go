@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	porchv1alpha1 "github.com/nephio-project/porch/api/porch/v1alpha1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -183,6 +184,7 @@ func Run(ctx context.Context, cfg Config) error {
 		beforeWrite: cfg.beforeWrite,
 	}
 	in.gcDue.Store(true) // at start: packages deleted while it was down
+	in.activity = make(chan struct{}, 1)
 	workers := cfg.Workers
 	if workers == 0 {
 		workers = DefaultWorkers
@@ -209,15 +211,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if every <= 0 {
 		every = DefaultResyncInterval
 	}
-	if err := mgr.Add(resyncRunnable{in: in, interval: every, out: resync}); err != nil {
+	if err := mgr.Add(resyncRunnable{in: in, interval: every, out: resync, after: cfg.afterGC}); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
 }
 
 // gcRunnable runs Injector.CollectGarbage, checking every interval whether
-// one is due: after a PackageRevision deletion, after a resync, after a
-// failed collection, and once at start.
+// one is due: after a PackageRevision deletion, after a failed collection,
+// while an owner waits for its second collection, and once at start.
 type gcRunnable struct {
 	in       *Injector
 	interval time.Duration
@@ -238,45 +240,72 @@ func (g gcRunnable) Start(ctx context.Context) error {
 		if !g.in.gcDue.Swap(false) {
 			continue
 		}
-		started := time.Now()
-		released, err := g.in.CollectGarbage(ctx)
-		if err != nil {
-			g.in.gcDue.Store(true) // again at the next tick
-			logger.Error(err, "garbage collection")
-		}
-		if len(released) > 0 {
-			logger.Info("released the allocations of deleted packages", "owners", released)
-		}
-		if g.after != nil {
-			g.after(started)
-		}
+		g.in.collect(ctx, logger, nil, g.after)
+	}
+}
+
+// collect runs one garbage collection (prs: a live list already made, or
+// nil) and makes the next one due when it failed or an owner waits for
+// its second collection.
+func (in *Injector) collect(ctx context.Context, logger logr.Logger, prs *unstructured.UnstructuredList, after func(time.Time)) {
+	started := time.Now()
+	released, err := in.CollectGarbage(ctx, prs)
+	if err != nil {
+		logger.Error(err, "garbage collection")
+	}
+	if err != nil || in.pendingRelease() {
+		in.gcDue.Store(true)
+	}
+	if len(released) > 0 {
+		logger.Info("released the allocations of deleted packages", "owners", released)
+	}
+	if after != nil {
+		after(started)
 	}
 }
 
 // NeedLeaderElection: GC runs wherever the manager runs.
 func (g gcRunnable) NeedLeaderElection() bool { return true }
 
-// resyncRunnable lists the PackageRevisions every interval and sends the
-// controller each Draft not processed at its current version.
+// activityResync is how long after a PackageRevision event the injector
+// lists the PackageRevisions once to find Drafts whose event it missed:
+// under load, Porch's watch has been seen to drop events of new Drafts.
+// While events keep coming it lists at most once per activityResync.
+const activityResync = 30 * time.Second
+
+// resyncRunnable lists the PackageRevisions every interval, and
+// activityResync after an event, and sends the controller each Draft not
+// processed at its current version; the periodic list also serves a
+// garbage collection.
 type resyncRunnable struct {
 	in       *Injector
 	interval time.Duration
 	out      chan<- event.GenericEvent
+	after    func(started time.Time) // called after each collection; may be nil
 }
 
-// Start resyncs every interval until ctx is done: one list call to Porch,
-// no per-Draft read.
+// Start resyncs until ctx is done: one list call to Porch each time, no
+// per-Draft read.
 func (r resyncRunnable) Start(ctx context.Context) error {
 	logger := ctrl.LoggerFrom(ctx).WithName("resync")
 	t := time.NewTicker(r.interval)
 	defer t.Stop()
+	var soon <-chan time.Time // armed by an event
 	for {
+		periodic := false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+			periodic = true
+		case <-r.in.activity:
+			if soon == nil {
+				soon = time.After(activityResync)
+			}
+			continue
+		case <-soon:
 		}
-		r.in.gcDue.Store(true)
+		soon = nil
 		prs := newRevisionList()
 		var opts []client.ListOption
 		if r.in.Namespace != "" {
@@ -302,9 +331,12 @@ func (r resyncRunnable) Start(ctx context.Context) error {
 				return nil
 			}
 		}
-		r.in.forgetAllBut(live)
 		if stale > 0 {
-			logger.Info("Drafts not processed at their current version", "count", stale)
+			logger.Info("Drafts not processed at their current version", "count", stale, "periodic", periodic)
+		}
+		if periodic {
+			r.in.forgetAllBut(live)
+			r.in.collect(ctx, logger, prs, r.after)
 		}
 	}
 }
