@@ -38,14 +38,16 @@ const Name = "ipam-injector"
 
 // DefaultResyncInterval is how often the injector lists the
 // PackageRevisions once to find Drafts it has not processed at their
-// current version, when Config.ResyncInterval is zero. It is a safety net:
-// edits are found by the PackageRevision watch (Porch sends an event with
-// a new resourceVersion for every write of a revision's resources).
+// current version, and collects garbage, when Config.ResyncInterval is
+// zero. It is a safety net: edits are found by the PackageRevision watch
+// (Porch sends an event with a new resourceVersion for every write of a
+// revision's resources), and events lost in a burst by the list made
+// activityResync after activity.
 const DefaultResyncInterval = 5 * time.Minute
 
 // DefaultGCInterval is how soon after a PackageRevision deletion the
-// injector releases the allocations of packages that no longer exist, when
-// Config.GCInterval is zero.
+// injector collects garbage when Config.GCInterval is zero; a package that
+// is gone is released at the second collection that finds it gone.
 const DefaultGCInterval = time.Minute
 
 // DefaultWorkers is how many revisions are processed at once when
