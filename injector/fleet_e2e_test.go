@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	porchv1alpha1 "github.com/nephio-project/porch/api/porch/v1alpha1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nephio-project/ipam/service/server"
@@ -41,13 +42,24 @@ func TestPorchFleet(t *testing.T) {
 	// and its write, once; the write conflicts (409) and is redone.
 	target := types.NamespacedName{Namespace: testNamespace, Name: "fleet." + siteName(n/3) + ".v1"}
 	var edits atomic.Int32
+	var editErr atomic.Value
 	hook := func(ctx context.Context, key types.NamespacedName, attempt int) {
 		if key != target || attempt != 1 || edits.Load() > 0 {
 			return
 		}
-		x.edit(key.Name, func(r map[string]string) {
-			r["edited.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: edited\ndata:\n  by: someone-else\n"
+		// In the injector's worker: no t.Fatal here.
+		err := x.retryConflict(func() error {
+			var prr porchv1alpha1.PackageRevisionResources
+			if err := env.k8s.Get(x.ctx, x.key(key.Name), &prr); err != nil {
+				return err
+			}
+			prr.Spec.Resources["edited.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: edited\ndata:\n  by: someone-else\n"
+			return env.k8s.Update(x.ctx, &prr)
 		})
+		if err != nil {
+			editErr.Store(err)
+			return
+		}
 		edits.Add(1)
 	}
 	cfg := Config{Server: srv.Addr, GCInterval: 500 * time.Millisecond, ResyncInterval: time.Hour, beforeWrite: hook}
@@ -98,6 +110,9 @@ func TestPorchFleet(t *testing.T) {
 		if name == target.Name && !strings.Contains(res["edited.yaml"], "someone-else") {
 			t.Errorf("the edit made while the injector worked on %s was lost: files %v", name, slices.Sorted(maps.Keys(res)))
 		}
+	}
+	if err, _ := editErr.Load().(error); err != nil {
+		t.Errorf("the concurrent edit of %s failed: %v", target.Name, err)
 	}
 	if edits.Load() != 1 {
 		t.Errorf("the concurrent edit ran %d times, want 1", edits.Load())

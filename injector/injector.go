@@ -222,12 +222,27 @@ func (in *Injector) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	return reconcile.Result{}, fmt.Errorf("PackageRevision %s: still conflicting after %d attempts", key, MaxAttempts)
 }
 
+// PorchTimeout bounds each read and write of a revision's resources. They
+// are not cancelled when the injector stops: Porch v1.5.8 was seen to
+// keep a package locked for good when a client went away in the middle
+// of a write.
+const PorchTimeout = time.Minute
+
+// porchContext is the context of one call to Porch: ctx's values, not its
+// cancellation, and PorchTimeout.
+func porchContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), PorchTimeout)
+}
+
 // process reads, processes and (when changed) writes one Draft once, and
 // returns the resourceVersion its resources have after that ("" when it
 // is gone).
 func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *unstructured.Unstructured, attempt int) (string, error) {
 	var prr porchv1alpha1.PackageRevisionResources
-	if err := in.Reader.Get(ctx, key, &prr); err != nil {
+	rctx, cancel := porchContext(ctx)
+	err := in.Reader.Get(rctx, key, &prr)
+	cancel()
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", nil
 		}
@@ -291,7 +306,10 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 		delete(prr.Spec.Resources, name)
 	}
 	log.FromContext(ctx).Info("writing revision", "owner", owner, "files", slices.Sorted(maps.Keys(out)), "removed", removed, "condition", cond.Status, "attempt", attempt)
-	if err := in.Client.Update(ctx, &prr); err != nil {
+	wctx, cancel := porchContext(ctx)
+	err = in.Client.Update(wctx, &prr)
+	cancel()
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", nil
 		}

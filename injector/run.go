@@ -313,7 +313,10 @@ func (r resyncRunnable) Start(ctx context.Context) error {
 		if r.in.Namespace != "" {
 			opts = append(opts, client.InNamespace(r.in.Namespace))
 		}
-		if err := r.in.Reader.List(ctx, prs, opts...); err != nil {
+		lctx, cancel := context.WithTimeout(ctx, PorchTimeout)
+		err := r.in.Reader.List(lctx, prs, opts...)
+		cancel()
+		if err != nil {
 			logger.Error(err, "list PackageRevisions")
 			continue
 		}
