@@ -146,6 +146,7 @@ func (f *fleet) create(repo string, from, to int, after func(created int)) ([]st
 // PackageRevision of the namespace, as Porch serves it on the
 // PackageRevision (from the Kptfile), through a watch.
 type conditionWatch struct {
+	c       client.WithWatch
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced at every change
 	conds   map[string]condition
@@ -157,7 +158,7 @@ func watchConditions(t testing.TB, cfg *rest.Config) *conditionWatch {
 	t.Helper()
 	c, err := client.NewWithWatch(cfg, client.Options{})
 	must(t, err)
-	w := &conditionWatch{changed: make(chan struct{}), conds: map[string]condition{}, seen: map[string]time.Time{}}
+	w := &conditionWatch{c: c, changed: make(chan struct{}), conds: map[string]condition{}, seen: map[string]time.Time{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
@@ -206,10 +207,14 @@ func (w *conditionWatch) observe(pr *unstructured.Unstructured) {
 }
 
 // waitTrue waits until the condition of every name is True and returns
-// when the last of them was seen to turn so.
+// when the last of them was seen to turn so. Porch's watch can drop
+// events under load, so it also lists the revisions every 5 s while it
+// waits (a change seen so is timed at the list).
 func (w *conditionWatch) waitTrue(t testing.TB, names []string, timeout time.Duration) time.Time {
 	t.Helper()
 	deadline := time.After(timeout)
+	relist := time.NewTicker(5 * time.Second)
+	defer relist.Stop()
 	for {
 		w.mu.Lock()
 		var last time.Time
@@ -232,6 +237,13 @@ func (w *conditionWatch) waitTrue(t testing.TB, names []string, timeout time.Dur
 		}
 		select {
 		case <-changed:
+		case <-relist.C:
+			prs := newRevisionList()
+			if err := w.c.List(context.Background(), prs, client.InNamespace(testNamespace)); err == nil {
+				for i := range prs.Items {
+					w.observe(&prs.Items[i])
+				}
+			}
 		case <-deadline:
 			t.Fatalf("%d of %d revisions without a True %s condition after %s (e.g. %s: %+v)", pending, len(names), ConditionType, timeout, example, w.get(example))
 		}
