@@ -37,7 +37,21 @@ type leaderStore interface {
 	// Depose ends the lead of the replica at addr, whose process is gone,
 	// if it still holds it; it reports whether it did.
 	Depose(addr string) (bool, error)
+	// Applied returns the revision of the store this replica has applied.
+	Applied() int64
+	// WaitApplied waits until this replica has applied revision rev.
+	WaitApplied(ctx context.Context, rev int64) error
 }
+
+// revisionTrailer carries, on the answer of a forwarded unary call, the
+// revision the leader had applied once it answered (ForwardedAnswer's
+// revision for relayed calls).
+const revisionTrailer = "ipam-revision"
+
+// maxCatchUpWait bounds how long a replica that forwarded a change waits
+// to apply the leader's revision before it answers anyway: the change is
+// committed, only this replica's reads may not show it yet.
+const maxCatchUpWait = 5 * time.Second
 
 // probeTimeout bounds the fresh connection a replica opens to a leader it
 // failed to reach (forwarder.suspect), and probeInterval is the least
@@ -114,14 +128,19 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	if !write {
 		return handler(ctx, req)
 	}
-	if len(metadata.ValueFromIncomingContext(ctx, forwardedHeader)) > 0 {
-		return handler(ctx, req)
+	if by := metadata.ValueFromIncomingContext(ctx, forwardedHeader); len(by) > 0 {
+		resp, err := handler(ctx, req)
+		if err == nil && by[0] != relayedBy {
+			// A forwarded unary call: the replica waits for this revision.
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(revisionTrailer, strconv.FormatInt(f.store.Applied(), 10)))
+		}
+		return resp, err
 	}
 	leader, self := f.store.Leader()
 	if self || leader == "" || leader == f.self {
 		return handler(ctx, req)
 	}
-	resp, err := f.forward(ctx, leader, info.FullMethod, req.(proto.Message), metadata.ValueFromIncomingContext(ctx, "authorization"), certNamesOf(ctx), answer)
+	resp, rev, err := f.forward(ctx, leader, info.FullMethod, req.(proto.Message), metadata.ValueFromIncomingContext(ctx, "authorization"), certNamesOf(ctx), answer)
 	if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
 		// The leader is gone or cannot commit: this replica commits.
 		f.log.Debug("the write lead is unavailable; committing here", "leader", leader, "err", err)
@@ -133,7 +152,24 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	if err != nil {
 		return nil, err
 	}
+	f.catchUp(ctx, rev)
 	return resp, nil
+}
+
+// catchUp waits until this replica has applied revision rev, which the
+// leader had applied when it answered a forwarded change, so that a
+// caller reading from the replica it wrote to sees its change. It waits
+// at most maxCatchUpWait (or until ctx ends): the change is committed
+// either way, so the answer goes out; only a read may then lag.
+func (f *forwarder) catchUp(ctx context.Context, rev int64) {
+	if rev <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, maxCatchUpWait)
+	defer cancel()
+	if err := f.store.WaitApplied(ctx, rev); err != nil {
+		f.log.Debug("answering a forwarded change before this replica applied it", "revision", rev, "err", err)
+	}
 }
 
 // suspect checks, in the background, whether the process of the leader
@@ -181,26 +217,29 @@ func connRefused(addr string) bool {
 
 // forward makes the call on the leader, with the caller's authorization
 // header (auth) and certificate names (certNames): relayed, or as its
-// own unary call when its request is too large for the relay.
-func (f *forwarder) forward(ctx context.Context, leader, method string, req proto.Message, auth, certNames []string, answer func() proto.Message) (proto.Message, error) {
+// own unary call when its request is too large for the relay. It returns
+// the answer and the revision the leader had applied once it answered
+// (0 when unknown).
+func (f *forwarder) forward(ctx context.Context, leader, method string, req proto.Message, auth, certNames []string, answer func() proto.Message) (proto.Message, int64, error) {
 	b, err := proto.Marshal(req)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "encoding the %s request: %v", method, err)
+		return nil, 0, status.Errorf(codes.Internal, "encoding the %s request: %v", method, err)
 	}
 	if len(b) <= relayMaxRequestBytes && len(auth) <= 1 {
 		rc, err := f.relay(leader)
 		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "%v", err)
+			return nil, 0, status.Errorf(codes.Unavailable, "%v", err)
 		}
 		a, err := rc.call(ctx, method, b, strings.Join(auth, ""), certNames)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		return answerResult(a, answer)
+		resp, err := answerResult(a, answer)
+		return resp, a.GetRevision(), err
 	}
 	conn, err := f.conn(leader)
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "%v", err)
+		return nil, 0, status.Errorf(codes.Unavailable, "%v", err)
 	}
 	out := metadata.Pairs(forwardedHeader, f.self)
 	if len(auth) > 0 {
@@ -210,10 +249,15 @@ func (f *forwarder) forward(ctx context.Context, leader, method string, req prot
 		out.Set(forwardedForHeader, certNames...)
 	}
 	resp := answer()
-	if err := conn.Invoke(metadata.NewOutgoingContext(ctx, out), method, req, resp); err != nil {
-		return nil, err
+	var trailer metadata.MD
+	if err := conn.Invoke(metadata.NewOutgoingContext(ctx, out), method, req, resp, grpc.Trailer(&trailer)); err != nil {
+		return nil, 0, err
 	}
-	return resp, nil
+	var rev int64
+	if v := trailer.Get(revisionTrailer); len(v) == 1 {
+		rev, _ = strconv.ParseInt(v[0], 10, 64) // unparsable: 0, no wait
+	}
+	return resp, rev, nil
 }
 
 // relay returns the relay stream to the leader at addr, opening one if

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"sync"
@@ -16,9 +17,11 @@ type deposingStore struct {
 	deposed atomic.Int64
 }
 
-func (s *deposingStore) Lead(string)                 {}
-func (s *deposingStore) Leader() (string, bool)      { return s.leader, false }
-func (s *deposingStore) Depose(string) (bool, error) { s.deposed.Add(1); return true, nil }
+func (s *deposingStore) Lead(string)                              {}
+func (s *deposingStore) Leader() (string, bool)                   { return s.leader, false }
+func (s *deposingStore) Depose(string) (bool, error)              { s.deposed.Add(1); return true, nil }
+func (s *deposingStore) Applied() int64                           { return 0 }
+func (s *deposingStore) WaitApplied(context.Context, int64) error { return nil }
 
 // TestSuspectProbesOnceAtATime: a burst of calls that fail to reach the
 // leader probes it once (one probe at a time, at most one per

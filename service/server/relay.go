@@ -55,6 +55,7 @@ const relayKeptWorkers = 256
 type relayServer struct {
 	ipamv1.UnimplementedReplicaServer
 	replica  func(authz.Principal) bool // nil: anyone may relay (plaintext: calls carry tokens only)
+	applied  func() int64               // the revision the store has applied (nil: none)
 	svc      ipamv1.IPAMServer
 	chain    grpc.UnaryServerInterceptor
 	handlers map[string]grpc.MethodHandler // the write methods of IPAM by full name
@@ -64,8 +65,8 @@ type relayServer struct {
 	workers  atomic.Int64 // kept workers
 }
 
-func newRelayServer(svc ipamv1.IPAMServer, interceptors []grpc.UnaryServerInterceptor, replica func(authz.Principal) bool) *relayServer {
-	r := &relayServer{replica: replica, svc: svc, chain: chainUnary(interceptors), handlers: map[string]grpc.MethodHandler{},
+func newRelayServer(svc ipamv1.IPAMServer, interceptors []grpc.UnaryServerInterceptor, replica func(authz.Principal) bool, applied func() int64) *relayServer {
+	r := &relayServer{replica: replica, applied: applied, svc: svc, chain: chainUnary(interceptors), handlers: map[string]grpc.MethodHandler{},
 		quit: make(chan struct{}), idle: make(chan func())}
 	for _, m := range ipamv1.IPAM_ServiceDesc.Methods {
 		full := "/" + ipamv1.IPAM_ServiceDesc.ServiceName + "/" + m.MethodName
@@ -231,7 +232,7 @@ func (r *relayServer) run(ctx context.Context, c *ipamv1.ForwardedCall) *ipamv1.
 	if !ok {
 		return errorAnswer(c.GetId(), status.Errorf(codes.InvalidArgument, "relay: method %.100q cannot be relayed: only IPAM's changing methods can", c.GetMethod()))
 	}
-	md := metadata.Pairs(forwardedHeader, "relay")
+	md := metadata.Pairs(forwardedHeader, relayedBy)
 	if c.GetAuthorization() != "" {
 		md.Set("authorization", c.GetAuthorization())
 	}
@@ -257,8 +258,16 @@ func (r *relayServer) run(ctx context.Context, c *ipamv1.ForwardedCall) *ipamv1.
 	if err != nil {
 		return errorAnswer(c.GetId(), status.Errorf(codes.Internal, "relay: encoding the %s answer: %v", c.GetMethod(), err))
 	}
-	return &ipamv1.ForwardedAnswer{Id: c.GetId(), Response: b}
+	var rev int64
+	if r.applied != nil {
+		rev = r.applied()
+	}
+	return &ipamv1.ForwardedAnswer{Id: c.GetId(), Response: b, Revision: rev}
 }
+
+// relayedBy is the forwardedHeader value of the calls the relay server
+// makes.
+const relayedBy = "relay"
 
 // errorAnswer is the answer of a call that failed with err.
 func errorAnswer(id uint64, err error) *ipamv1.ForwardedAnswer {

@@ -10,7 +10,7 @@ import (
 // calls stay for the next calls, at most relayKeptWorkers of them, and
 // end when the server stops.
 func TestRelayWorkersAreKeptAndBounded(t *testing.T) {
-	r := newRelayServer(nil, nil, nil)
+	r := newRelayServer(nil, nil, nil, nil)
 	burst := func(n int) {
 		var started, done sync.WaitGroup
 		release := make(chan struct{})

@@ -450,7 +450,7 @@ func (in *instance) buildGRPC(lis net.Listener) error {
 		if sec.clientCAs != nil {
 			replica = sec.policy.Replica
 		}
-		in.relay = newRelayServer(in.svc, unary, replica)
+		in.relay = newRelayServer(in.svc, unary, replica, in.fwd.store.Applied)
 		ipamv1.RegisterReplicaServer(gs, in.relay)
 	}
 	hs := health.NewServer()

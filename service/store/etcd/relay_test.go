@@ -254,3 +254,58 @@ func TestRelayEndsWhenTheLeaderStops(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowerReadsItsOwnForwardedChanges: a replica without the write
+// lead forwards its clients' changes to the leader and answers them once
+// it has applied the leader's commit itself, so that a client reading
+// from the replica it wrote to sees its change at once (ipamctl's
+// "alloc create" reads the allocation back after making it), for
+// relayed calls and for a Sync too large for the relay alike.
+func TestFollowerReadsItsOwnForwardedChanges(t *testing.T) {
+	c := startCluster(t, 1)
+	cli := etcdClient(t, c.endpoints())
+	cfg := server.Config{Store: "etcd", EtcdEndpoints: c.endpoints(), EtcdPrefix: "/ryw/"}
+	first := servertest.Start(t, cfg, true)
+	waitLeads(t, cli, "/ryw/", first.Addr)
+	second := servertest.Start(t, cfg, true)
+	leader, follower := first.Client(t), second.Client(t)
+	ctx := context.Background()
+	if _, err := leader.CreateNetworkInstance(ctx, &ipamv1.CreateNetworkInstanceRequest{NetworkInstance: &ipamv1.NetworkInstance{Key: key("vpc-1")}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*ipamv1.Prefix{{Key: key("aggregate"), NetworkInstance: "vpc-1", Kind: "aggregate", Prefix: "10.0.0.0/8"},
+		{Key: key("net20"), NetworkInstance: "vpc-1", Prefix: "10.0.0.0/20", Network: "net20"}} {
+		if _, err := leader.CreatePrefix(ctx, &ipamv1.CreatePrefixRequest{Prefix: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(name string) error {
+		_, err := follower.Get(ctx, &ipamv1.GetRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION, Key: &ipamv1.Key{Owner: "ci", Namespace: "default", Name: name}})
+		return err
+	}
+	for i := range 100 {
+		name := fmt.Sprintf("a%03d", i)
+		if _, err := follower.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: &ipamv1.Allocation{Key: &ipamv1.Key{Owner: "ci", Namespace: "default", Name: name}, Selector: net20}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := get(name); err != nil {
+			t.Fatalf("allocation %s, just made through the follower, read there: %v", name, err)
+		}
+	}
+	big := &ipamv1.SyncRequest{Owner: "ci"}
+	for i := range 1500 {
+		big.Allocations = append(big.Allocations, &ipamv1.Allocation{Key: &ipamv1.Key{Namespace: "default", Name: fmt.Sprintf("big-%04d", i)}, Selector: net20})
+	}
+	if n := proto.Size(big); n <= 64<<10 {
+		t.Fatalf("the large Sync is only %d bytes", n)
+	}
+	if _, err := follower.Sync(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	if err := get("big-1499"); err != nil {
+		t.Fatalf("the last allocation of a large Sync made through the follower, read there: %v", err)
+	}
+	if n := forwards(t, second.MetricsAddr, "forwarded"); n != 101 {
+		t.Errorf("the follower forwarded %v calls, want 101", n)
+	}
+}

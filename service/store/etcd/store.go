@@ -529,6 +529,30 @@ func (s *Store) Applied() int64 {
 	return s.applied
 }
 
+// WaitApplied waits until this replica has applied revision rev of the
+// head (and is not reloading), so that its reads show every change
+// committed up to rev, as another replica answered it. It returns ctx's
+// error when ctx ends first, and the store's failure when the replica can
+// no longer follow etcd.
+func (s *Store) WaitApplied(ctx context.Context, rev int64) error {
+	for {
+		if failed := s.failed(); failed != nil {
+			return failed
+		}
+		s.mu.Lock()
+		applied, advanced, reloading := s.applied, s.advanced, s.reloading
+		s.mu.Unlock()
+		if applied >= rev && !reloading {
+			return nil
+		}
+		select {
+		case <-advanced:
+		case <-ctx.Done():
+			return fmt.Errorf("store etcd: waiting for revision %d (at %d): %w", rev, applied, ctx.Err())
+		}
+	}
+}
+
 // Close stops following the log, stops a snapshot round and closes the
 // etcd client.
 func (s *Store) Close() error {

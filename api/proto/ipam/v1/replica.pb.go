@@ -231,7 +231,13 @@ type ForwardedAnswer struct {
 	// message is the status message when code is not 0.
 	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
 	// details are the status details when code is not 0.
-	Details       []*anypb.Any `protobuf:"bytes,5,rep,name=details,proto3" json:"details,omitempty"`
+	Details []*anypb.Any `protobuf:"bytes,5,rep,name=details,proto3" json:"details,omitempty"`
+	// revision is, when code is 0, the store revision the leader had
+	// applied once it answered (the etcd store: the mod revision of its
+	// head; 0 when unknown). The forwarding replica answers its caller
+	// once it has applied that revision too, so that its own reads show
+	// the change.
+	Revision      int64 `protobuf:"varint,6,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -301,6 +307,13 @@ func (x *ForwardedAnswer) GetDetails() []*anypb.Any {
 	return nil
 }
 
+func (x *ForwardedAnswer) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 var File_ipam_v1_replica_proto protoreflect.FileDescriptor
 
 const file_ipam_v1_replica_proto_rawDesc = "" +
@@ -317,13 +330,14 @@ const file_ipam_v1_replica_proto_rawDesc = "" +
 	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\x12!\n" +
 	"\fcaller_names\x18\x06 \x03(\tR\vcallerNames\"E\n" +
 	"\x0fForwardResponse\x122\n" +
-	"\aanswers\x18\x01 \x03(\v2\x18.ipam.v1.ForwardedAnswerR\aanswers\"\x9b\x01\n" +
+	"\aanswers\x18\x01 \x03(\v2\x18.ipam.v1.ForwardedAnswerR\aanswers\"\xb7\x01\n" +
 	"\x0fForwardedAnswer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x1a\n" +
 	"\bresponse\x18\x03 \x01(\fR\bresponse\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12.\n" +
-	"\adetails\x18\x05 \x03(\v2\x14.google.protobuf.AnyR\adetails2K\n" +
+	"\adetails\x18\x05 \x03(\v2\x14.google.protobuf.AnyR\adetails\x12\x1a\n" +
+	"\brevision\x18\x06 \x01(\x03R\brevision2K\n" +
 	"\aReplica\x12@\n" +
 	"\aForward\x12\x17.ipam.v1.ForwardRequest\x1a\x18.ipam.v1.ForwardResponse(\x010\x01B9Z7github.com/nephio-project/ipam/api/proto/ipam/v1;ipamv1b\x06proto3"
 
