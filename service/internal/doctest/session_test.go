@@ -73,9 +73,11 @@ const noKubeletNode = "the test's API server has no kubelet and no controller-ma
 const noKubelet = "the test's API server has no kubelet: every object is applied, but the three Deployments and the PVC never reconcile, so kpt waits the 2m and exits 3 (reconcile timeout)"
 
 // eventually matches the commands that read a state controllers are still
-// converging to (a reader types them seconds later): their transcript is
-// compared again until it matches, for up to eventuallyFor.
-var eventually = regexp.MustCompile(`^kubectl get\s`)
+// converging to, or that one replica reads of another's changes (a
+// reader types them seconds later; an etcd replica follows the others by
+// a watch): their transcript is compared again until it matches, for up
+// to eventuallyFor.
+var eventually = regexp.MustCompile(`^(kubectl get\s|bin/ipamctl --server \S+ alloc list$)`)
 
 const eventuallyFor = 30 * time.Second
 
