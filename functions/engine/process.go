@@ -1,11 +1,4 @@
-// Package pkgsync synchronizes the IPAM resources of a kpt package with
-// ipam-server: it reads the package's NetworkInstances, IPPrefixes and
-// IPAllocations (ipam.nephio.org/v1alpha1) into their typed form, makes
-// one Sync call through the shared translation (package translate), and
-// writes the answers into their status and into one condition per claim of
-// the root Kptfile. The KRM function ipam-fn and the Porch injector both
-// run it; each supplies its own Options.
-package pkgsync
+package engine
 
 import (
 	"context"
