@@ -143,16 +143,16 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, attem
 	opts.Owner, opts.Prune, opts.NoIdentity = owner, true, true
 	opts.Source = sourceOf(pr)
 	changed, results, perr := engine.Process(ctx, in.IPAM, opts, &files.items)
-	cond := condition{Type: ConditionType, Status: "True", Reason: ReasonAllocated, Message: summary(files.items)}
+	cond := engine.Condition{Type: ConditionType, Status: "True", Reason: ReasonAllocated, Message: summary(files.items)}
 	if perr != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		cond = condition{Type: ConditionType, Status: "False", Reason: ReasonFailed, Message: errorMessage(results, perr)}
+		cond = engine.Condition{Type: ConditionType, Status: "False", Reason: ReasonFailed, Message: errorMessage(results, perr)}
 	}
 	kf := files.kptfile()
 	if kf != nil {
-		c, err := setCondition(kf, cond)
+		c, err := engine.SetKptfileCondition(kf, cond)
 		if err != nil {
 			return fmt.Errorf("PackageRevision %s: Kptfile status.conditions: %w", key, err)
 		}

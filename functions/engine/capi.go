@@ -290,8 +290,8 @@ func writeClaim(o *object, res *ipamv1.Result) (claimOutput, bool, error) {
 	if err := s.set(status, o.name, "addressRef", "name"); err != nil {
 		return claimOutput{}, false, err
 	}
-	if err := s.conditions(status, []condition{{typ: capiv1beta2.ConditionReady, status: "True",
-		reason: capiv1beta2.ReasonReady, message: "allocated " + res.GetPrefix()}}, false); err != nil {
+	if err := s.conditions(status, []Condition{{Type: capiv1beta2.ConditionReady, Status: "True",
+		Reason: capiv1beta2.ReasonReady, Message: "allocated " + res.GetPrefix()}}, false); err != nil {
 		return claimOutput{}, false, err
 	}
 	if o.claim.addr != nil {

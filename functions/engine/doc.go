@@ -9,7 +9,9 @@
 // IPAddressClaims and Metal3 IPClaims into their typed form, makes one
 // Sync call through the shared translation (package translate), and
 // writes the answers into their status and into one condition per claim
-// of the root Kptfile. Each client supplies its own Options.
+// of the root Kptfile (SetKptfileCondition is its one writer of Kptfile
+// conditions, which keeps what it does not own). Each client supplies its
+// own Options.
 //
 // The layout reads in one direction: api (types, proto, translation) →
 // client (service/client) → the package engine (this package) or the
