@@ -16,5 +16,7 @@
 // The layout reads in one direction: api (types, proto, translation) →
 // client (service/client) → the package engine (this package) or the
 // controllers (service/fronts/controllers) → the binaries (ipam-fn,
-// ipam-injector, ipamctl, ipam-controller).
+// ipam-injector, ipamctl, ipam-controller). The engine carries no part of
+// the allocation core: it speaks to ipam-server through the API, and
+// shares the core's words through package vocab.
 package engine

@@ -18,7 +18,7 @@ import (
 	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
-	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/api/vocab"
 )
 
 // DefaultTimeout bounds one run's call to ipam-server when Options sets
@@ -139,10 +139,10 @@ func inGroup(it *fn.KubeObject) bool {
 func unknownResult(it *fn.KubeObject) *fn.Result {
 	o := &object{item: it, kind: it.GetKind(), ns: it.GetNamespace(), name: it.GetName()}
 	if v := it.GetAPIVersion(); v != ipamv1alpha1.APIVersion {
-		return objectResult(o, "apiVersion", fmt.Sprintf("%s is not served by ipam-fn: use %s", ipam.Quote(v), ipamv1alpha1.APIVersion), "InvalidArgument")
+		return objectResult(o, "apiVersion", fmt.Sprintf("%s is not served by ipam-fn: use %s", vocab.Quote(v), ipamv1alpha1.APIVersion), "InvalidArgument")
 	}
 	return objectResult(o, "kind", fmt.Sprintf("%s is not a kind of %s: use %s, %s, %s, %s, %s or (for the functionConfig) %s",
-		ipam.Quote(it.GetKind()), ipamv1alpha1.APIVersion, ipamv1alpha1.KindNetworkInstance, ipamv1alpha1.KindIPPrefix,
+		vocab.Quote(it.GetKind()), ipamv1alpha1.APIVersion, ipamv1alpha1.KindNetworkInstance, ipamv1alpha1.KindIPPrefix,
 		ipamv1alpha1.KindIPAllocation, ipamv1alpha1.KindInClusterIPPool, ipamv1alpha1.KindGlobalInClusterIPPool, KindIPAMConfig), "InvalidArgument")
 }
 

@@ -12,7 +12,7 @@ import (
 	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
-	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/api/vocab"
 )
 
 // Condition is the desired state of one condition: the four fields the
@@ -143,7 +143,7 @@ func summary(objs []*object, written int, resp *ipamv1.SyncResponse) fn.Results 
 		count(len(objs), "resource"), count(written, "item"), len(rel))}}
 	if from := resp.GetAdopted(); from != "" {
 		results = append(results, &fn.Result{Severity: fn.Info, Message: fmt.Sprintf(
-			"ipam-fn: adopted the owner's objects from the package with identity %s", ipam.Quote(from))})
+			"ipam-fn: adopted the owner's objects from the package with identity %s", vocab.Quote(from))})
 	}
 	for _, r := range rel {
 		kind, apiVersion := translate.KindName(r.GetKind()), ipamv1alpha1.APIVersion
