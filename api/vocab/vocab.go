@@ -6,8 +6,8 @@ import (
 )
 
 // Object kinds as users know them: the kind an error message names
-// (ItemError.object on the wire) and that package translate maps to the
-// ObjectKind enum.
+// (ItemError.object on the wire; ItemError.kind is its typed form, which
+// package translate maps back to these).
 const (
 	// ObjNetworkInstance is a network instance (VRF).
 	ObjNetworkInstance = "NetworkInstance"
@@ -17,6 +17,10 @@ const (
 	ObjRange = "IPRange"
 	// ObjAllocation is an IPAllocation.
 	ObjAllocation = "IPAllocation"
+	// ObjSync is a Sync request itself, named by the errors about the
+	// request rather than one of its objects (its owner, identity,
+	// generation); it has no ObjectKind.
+	ObjSync = "Sync"
 )
 
 // System label keys that every selectable prefix carries and that

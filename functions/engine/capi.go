@@ -53,12 +53,12 @@ type alias struct{ object, ns, name string }
 
 // answers reports whether the item error it is about o.
 func (o *object) answers(it *ipamv1.ItemError) bool {
-	k := it.GetKey()
-	if o.kind == it.GetObject() && o.ns == k.GetNamespace() && o.name == k.GetName() {
+	k, kind := it.GetKey(), translate.ItemKind(it)
+	if o.kind == kind && o.ns == k.GetNamespace() && o.name == k.GetName() {
 		return true
 	}
 	for _, a := range o.aliases {
-		if a.object == it.GetObject() && (a.ns == k.GetNamespace() || a.object == vocab.ObjNetworkInstance) && a.name == k.GetName() {
+		if a.object == kind && (a.ns == k.GetNamespace() || a.object == vocab.ObjNetworkInstance) && a.name == k.GetName() {
 			return true
 		}
 	}

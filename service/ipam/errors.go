@@ -43,6 +43,7 @@ const (
 	ObjPrefix          = vocab.ObjPrefix
 	ObjRange           = vocab.ObjRange
 	ObjAllocation      = vocab.ObjAllocation
+	ObjSync            = vocab.ObjSync // a Sync request itself
 )
 
 // Error is the error of one object: it names the object (kind and
