@@ -154,7 +154,7 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, attem
 	if kf != nil {
 		c, err := engine.SetKptfileCondition(kf, cond)
 		if err != nil {
-			return fmt.Errorf("PackageRevision %s: Kptfile status.conditions: %w", key, err)
+			return fmt.Errorf("PackageRevision %s: Kptfile: %w", key, err)
 		}
 		changed = changed || c
 	}

@@ -279,7 +279,7 @@ func writeKptfileConditions(k *fn.KubeObject, claims []Condition) (bool, error) 
 func SetKptfileCondition(k *fn.KubeObject, c Condition) (bool, error) {
 	var s setter
 	if err := s.conditions(k.UpsertMap("status"), []Condition{c}, true); err != nil {
-		return false, fmt.Errorf("Kptfile %s: %w", k.GetName(), err)
+		return false, err
 	}
 	return s.changed, nil
 }
