@@ -2,7 +2,7 @@
 // controller that watches Porch PackageRevisions and, for every Draft
 // holding IPAM resources (ipam.nephio.org/v1alpha1 NetworkInstance,
 // IPPrefix, IPAllocation), runs the same Sync as the ipam-fn KRM function
-// (pkgsync.Process) with owner "<repository>/<package>", writes the filled
+// (engine.Process) with owner "<repository>/<package>", writes the filled
 // status back into the revision's resources only when something changed,
 // and sets the Kptfile condition ConditionType that a readiness gate can
 // require before approval. A periodic garbage collection releases the

@@ -24,7 +24,7 @@ import (
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
-	"github.com/nephio-project/ipam/functions/pkgsync"
+	"github.com/nephio-project/ipam/functions/engine"
 )
 
 // MaxAttempts is how many times one reconcile reads, processes and writes
@@ -50,9 +50,9 @@ type Injector struct {
 	Reader ctrl.Reader
 	// IPAM is the ipam-server client.
 	IPAM ipamv1.IPAMClient
-	// Sync are the options of package pkgsync (server address for
+	// Sync are the options of the package engine (server address for
 	// messages, timeout); Owner, Prune and NoIdentity are set per package.
-	Sync pkgsync.Options
+	Sync engine.Options
 	// Namespace limits garbage collection to one namespace; empty means all.
 	Namespace string
 	// Recorder records Events on PackageRevisions; nil records none.
@@ -131,7 +131,7 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, attem
 		}
 		return nil
 	}
-	if !pkgsync.HasIPAMObjects(files.items) {
+	if !engine.HasIPAMObjects(files.items) {
 		return nil
 	}
 	owner := ownerOf(pr)
@@ -142,19 +142,19 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, attem
 	// not refuse each other.
 	opts.Owner, opts.Prune, opts.NoIdentity = owner, true, true
 	opts.Source = sourceOf(pr)
-	changed, results, perr := pkgsync.Process(ctx, in.IPAM, opts, &files.items)
-	cond := condition{Type: ConditionType, Status: "True", Reason: ReasonAllocated, Message: summary(files.items)}
+	changed, results, perr := engine.Process(ctx, in.IPAM, opts, &files.items)
+	cond := engine.Condition{Type: ConditionType, Status: "True", Reason: ReasonAllocated, Message: summary(files.items)}
 	if perr != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		cond = condition{Type: ConditionType, Status: "False", Reason: ReasonFailed, Message: errorMessage(results, perr)}
+		cond = engine.Condition{Type: ConditionType, Status: "False", Reason: ReasonFailed, Message: errorMessage(results, perr)}
 	}
 	kf := files.kptfile()
 	if kf != nil {
-		c, err := setCondition(kf, cond)
+		c, err := engine.SetKptfileCondition(kf, cond)
 		if err != nil {
-			return fmt.Errorf("PackageRevision %s: Kptfile status.conditions: %w", key, err)
+			return fmt.Errorf("PackageRevision %s: Kptfile: %w", key, err)
 		}
 		changed = changed || c
 	}
@@ -340,7 +340,7 @@ func (in *Injector) timeout() time.Duration {
 	if in.Sync.Timeout > 0 {
 		return in.Sync.Timeout
 	}
-	return pkgsync.DefaultTimeout
+	return engine.DefaultTimeout
 }
 
 // RepositoryGVK is Porch's Repository, listed to tell the injector's owners

@@ -11,8 +11,9 @@ import (
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 )
 
-// Annotations that tell pkgsync which file an item came from (kpt sets the
-// same ones); they are removed again before a file is written back.
+// Annotations that tell the package engine which file an item came from
+// (kpt sets the same ones); they are removed again before a file is
+// written back.
 const (
 	annotationPath  = "internal.config.kubernetes.io/path"
 	annotationIndex = "internal.config.kubernetes.io/index"

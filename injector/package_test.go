@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
+
+	"github.com/nephio-project/ipam/functions/engine"
 )
 
 const kptfile = `apiVersion: kpt.dev/v1
@@ -18,10 +20,16 @@ status:
   conditions:
   - type: Other
     status: "True"
+    observedGeneration: 2 # by another tool
+  - type: ipam.nephio.org.IPAllocation
+    status: "True"
+    reason: Allocated
+    lastTransitionTime: "2026-01-02T03:04:05Z"
 `
 
 // An untouched package serializes back to nothing to write, and a set
-// condition rewrites only the Kptfile, keeping other conditions.
+// condition rewrites only the Kptfile, keeping other conditions and the
+// fields other tools wrote.
 func TestFilesAndCondition(t *testing.T) {
 	res := map[string]string{
 		"Kptfile":   kptfile,
@@ -38,12 +46,12 @@ func TestFilesAndCondition(t *testing.T) {
 	if out, removed := p.changedFiles(); len(out)+len(removed) != 0 {
 		t.Fatalf("nothing changed but %v would be written, %v removed", out, removed)
 	}
-	c := condition{Type: ConditionType, Status: "False", Reason: ReasonFailed, Message: "no free address"}
-	changed, err := setCondition(p.kptfile(), c)
+	c := engine.Condition{Type: ConditionType, Status: "False", Reason: ReasonFailed, Message: "no free address"}
+	changed, err := engine.SetKptfileCondition(p.kptfile(), c)
 	if err != nil || !changed {
-		t.Fatalf("setCondition: %v %v", changed, err)
+		t.Fatalf("SetKptfileCondition: %v %v", changed, err)
 	}
-	if again, _ := setCondition(p.kptfile(), c); again {
+	if again, _ := engine.SetKptfileCondition(p.kptfile(), c); again {
 		t.Error("setting the same condition again reported a change")
 	}
 	out, removed := p.changedFiles()
@@ -54,7 +62,8 @@ func TestFilesAndCondition(t *testing.T) {
 	if !ok || got != c {
 		t.Errorf("condition %+v, want %+v", got, c)
 	}
-	for _, want := range []string{"type: Other", "# the package", "reason: AllocationFailed"} {
+	for _, want := range []string{"type: Other", "# the package", "reason: AllocationFailed",
+		"observedGeneration: 2 # by another tool", `lastTransitionTime: "2026-01-02T03:04:05Z"`} {
 		if !strings.Contains(out["Kptfile"], want) {
 			t.Errorf("Kptfile lost %q:\n%s", want, out["Kptfile"])
 		}

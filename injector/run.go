@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
-	"github.com/nephio-project/ipam/functions/pkgsync"
+	"github.com/nephio-project/ipam/functions/engine"
 	ipamclient "github.com/nephio-project/ipam/service/client"
 )
 
@@ -58,7 +58,7 @@ type Config struct {
 	// ipam-server's authorization policy.
 	TokenFile string
 	// Timeout bounds each call to ipam-server; zero means
-	// pkgsync.DefaultTimeout.
+	// engine.DefaultTimeout.
 	Timeout time.Duration
 	// GCInterval is the garbage collection period; zero means
 	// DefaultGCInterval.
@@ -94,7 +94,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("kubeconfig: %w", err)
 		}
 	}
-	syncOpts := pkgsync.Options{Server: cfg.Server, Timeout: cfg.Timeout, ServerHint: "check --server and that ipam-server runs"}
+	syncOpts := engine.Options{Server: cfg.Server, Timeout: cfg.Timeout, ServerHint: "check --server and that ipam-server runs"}
 	conn, err := ipamclient.Dial(ipamclient.Config{Server: cfg.Server, CA: cfg.TLSCA, Cert: cfg.TLSCert, Key: cfg.TLSKey,
 		TokenFile: cfg.TokenFile, UserAgent: Name})
 	if err != nil {

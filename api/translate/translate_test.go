@@ -12,6 +12,7 @@ import (
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
+	"github.com/nephio-project/ipam/api/vocab"
 )
 
 func TestAllocation(t *testing.T) {
@@ -108,6 +109,27 @@ func TestDecodeSpec(t *testing.T) {
 				t.Fatalf("warnings = %v; want %q", w, tc.warning)
 			}
 		})
+	}
+}
+
+// ItemKind prefers the typed kind and falls back to the string that
+// servers before ItemError.kind sent alone.
+func TestItemKind(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		it   *ipamv1.ItemError
+		want string
+	}{
+		{"both", &ipamv1.ItemError{Object: vocab.ObjPrefix, Kind: ipamv1.ObjectKind_OBJECT_KIND_PREFIX}, vocab.ObjPrefix},
+		{"typed only", &ipamv1.ItemError{Kind: ipamv1.ObjectKind_OBJECT_KIND_RANGE}, vocab.ObjRange},
+		{"typed wins", &ipamv1.ItemError{Object: "Allocation", Kind: ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION}, vocab.ObjAllocation},
+		{"old server", &ipamv1.ItemError{Object: vocab.ObjNetworkInstance}, vocab.ObjNetworkInstance},
+		{"the request itself", &ipamv1.ItemError{Object: vocab.ObjSync}, vocab.ObjSync},
+		{"nil", nil, ""},
+	} {
+		if got := translate.ItemKind(tc.it); got != tc.want {
+			t.Errorf("%s: ItemKind = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
 

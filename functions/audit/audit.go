@@ -21,8 +21,8 @@ import (
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
+	"github.com/nephio-project/ipam/functions/engine"
 	"github.com/nephio-project/ipam/functions/ipamfn"
-	"github.com/nephio-project/ipam/functions/pkgsync"
 )
 
 // The kinds of finding.
@@ -300,7 +300,7 @@ func readPackage(dir string, others []string) (*pkg, error) {
 		for _, o := range files[file] {
 			all = append(all, o)
 			fileOf[o] = file
-			kind := pkgsync.KindOf(o)
+			kind := engine.KindOf(o)
 			if kind == "" {
 				continue
 			}
@@ -311,7 +311,7 @@ func readPackage(dir string, others []string) (*pkg, error) {
 	// Cluster API pools and claims declare objects under generated names:
 	// the pool's network instance and networks, the claim's allocation
 	// with the address its IPAddress records.
-	for _, d := range pkgsync.DeclaredByFronts(owner, all) {
+	for _, d := range engine.DeclaredByFronts(owner, all) {
 		p.objs = append(p.objs, resource{kind: d.Kind, ns: d.Namespace, name: d.Name, file: fileOf[d.Item], status: d.Prefix, addressOnly: d.AddressOnly})
 	}
 	return p, nil

@@ -1,8 +1,8 @@
 // Package ipamfn is the KRM function ipam-fn as a library: it reads its
-// functionConfig, connects to ipam-server and runs package pkgsync over
-// the ResourceList, which turns the IPAM resources of a kpt package
-// (NetworkInstance, IPPrefix, IPAllocation of ipam.nephio.org/v1alpha1)
-// into one Sync call and writes the results back into their status. The
+// functionConfig, connects to ipam-server and runs the package engine
+// (functions/engine) over the ResourceList, which turns the IPAM resources
+// of a kpt package (NetworkInstance, IPPrefix, IPAllocation of
+// ipam.nephio.org/v1alpha1) into one Sync call and writes the results back into their status. The
 // ipam-fn binary runs it under kpt fn render.
 package ipamfn
 
@@ -18,7 +18,7 @@ import (
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
-	"github.com/nephio-project/ipam/functions/pkgsync"
+	"github.com/nephio-project/ipam/functions/engine"
 )
 
 // EnvServer is the environment variable that names the ipam-server address
@@ -37,7 +37,7 @@ type Config struct {
 	// declares. ParseConfig defaults it to true.
 	Prune bool
 	// Timeout bounds the call to ipam-server, connecting included. Zero
-	// means pkgsync.DefaultTimeout.
+	// means engine.DefaultTimeout.
 	Timeout time.Duration
 	// TLSCA, TLSCert and TLSKey are PEM file paths: the CA that signed the
 	// server certificate, and the client certificate and key for mTLS.
@@ -52,9 +52,9 @@ type Config struct {
 	Source string
 }
 
-// Options are the settings of cfg that package pkgsync needs.
-func (c Config) Options() pkgsync.Options {
-	return pkgsync.Options{Server: c.Server, Owner: c.Owner, Prune: c.Prune, Timeout: c.Timeout, Source: c.Source,
+// Options are the settings of cfg that the package engine needs.
+func (c Config) Options() engine.Options {
+	return engine.Options{Server: c.Server, Owner: c.Owner, Prune: c.Prune, Timeout: c.Timeout, Source: c.Source,
 		ServerHint: "set data.server (host:port) in the functionConfig or the " + EnvServer + " environment variable"}
 }
 
@@ -82,7 +82,7 @@ var configKeys = []string{"server", "owner", "prune", "timeout", "tlsCA", "tlsCe
 // supplies IPAM_SERVER when server is not set. An empty functionConfig is
 // valid: every field takes its default.
 func ParseConfig(fc *fn.KubeObject, getenv func(string) string) (Config, error) {
-	cfg := Config{Prune: true, Timeout: pkgsync.DefaultTimeout}
+	cfg := Config{Prune: true, Timeout: engine.DefaultTimeout}
 	var data map[string]string
 	prefix := "data."
 	if fc != nil && !fc.IsEmpty() {
@@ -93,14 +93,14 @@ func ParseConfig(fc *fn.KubeObject, getenv func(string) string) (Config, error) 
 			if err != nil {
 				return cfg, &ConfigError{Field: "data", Msg: "must map names to strings (quote values such as \"true\")"}
 			}
-		case pkgsync.IsConfig(fc):
+		case engine.IsConfig(fc):
 			prefix = "spec."
 			if data, err = ipamConfigData(fc); err != nil {
 				return cfg, err
 			}
 		default:
 			return cfg, &ConfigError{Field: "kind", Msg: fmt.Sprintf("%s is not supported; use a ConfigMap with data.server or an %s %s with spec.server",
-				fc.GetKind(), ipamv1alpha1.APIVersion, pkgsync.KindIPAMConfig)}
+				fc.GetKind(), ipamv1alpha1.APIVersion, engine.KindIPAMConfig)}
 		}
 	}
 	var errs []error

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/functions/engine"
 	"github.com/nephio-project/ipam/functions/internal/pkgtest"
 	"github.com/nephio-project/ipam/functions/ipamfn"
-	"github.com/nephio-project/ipam/functions/pkgsync"
 	"github.com/nephio-project/ipam/service/server"
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
@@ -37,7 +37,7 @@ func TestFunctionWithoutServerSaysWhatToSet(t *testing.T) {
 	before := pkgtest.Snapshot(objs)
 	rl := &fn.ResourceList{Items: objs, FunctionConfig: fn.NewEmptyKubeObject()}
 	ok, err := ipamfn.Function{Getenv: func(string) string { return "" }}.Process(rl)
-	if ok || !errors.Is(err, pkgsync.ErrFailed) || len(rl.Results) != 1 {
+	if ok || !errors.Is(err, engine.ErrFailed) || len(rl.Results) != 1 {
 		t.Fatalf("ok %v, err %v, results %v", ok, err, rl.Results)
 	}
 	if msg := rl.Results[0].Message; !strings.Contains(msg, "data.server") || !strings.Contains(msg, "IPAM_SERVER") {
@@ -247,7 +247,7 @@ func TestParseIPAMConfig(t *testing.T) {
 				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
 			}
 			objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "config.yaml", o.String())
-			if pkgsync.HasIPAMObjects(objs) {
+			if engine.HasIPAMObjects(objs) {
 				t.Error("an IPAMConfig alone counts as an IPAM request")
 			}
 		})

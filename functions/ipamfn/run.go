@@ -8,13 +8,13 @@ import (
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
-	"github.com/nephio-project/ipam/functions/pkgsync"
+	"github.com/nephio-project/ipam/functions/engine"
 )
 
 // Function is the ipam-fn KRM function as an fn.ResourceListProcessor: it
 // reads its Config from the ResourceList's functionConfig, connects to
 // ipam-server only when the package has IPAM resources, and runs
-// pkgsync.Process.
+// engine.Process.
 type Function struct {
 	// Getenv reads the environment (for IPAM_SERVER); nil means os.Getenv.
 	Getenv func(string) string
@@ -34,7 +34,7 @@ func (f Function) Process(rl *fn.ResourceList) (bool, error) {
 	if err != nil {
 		return f.fail(rl, fn.Results{{Severity: fn.Error, Message: err.Error()}})
 	}
-	if !pkgsync.HasIPAMObjects(rl.Items) {
+	if !engine.HasIPAMObjects(rl.Items) {
 		return true, nil
 	}
 	conn, err := Dial(cfg)
@@ -42,7 +42,7 @@ func (f Function) Process(rl *fn.ResourceList) (bool, error) {
 		return f.fail(rl, fn.Results{{Severity: fn.Error, Message: err.Error()}})
 	}
 	defer func() { _ = conn.Close() }()
-	_, results, err := pkgsync.Process(context.Background(), ipamv1.NewIPAMClient(conn), cfg.Options(), &rl.Items)
+	_, results, err := engine.Process(context.Background(), ipamv1.NewIPAMClient(conn), cfg.Options(), &rl.Items)
 	rl.Results = append(rl.Results, results...)
 	if err != nil {
 		return false, err
@@ -52,5 +52,5 @@ func (f Function) Process(rl *fn.ResourceList) (bool, error) {
 
 func (f Function) fail(rl *fn.ResourceList, results fn.Results) (bool, error) {
 	rl.Results = append(rl.Results, results...)
-	return false, fmt.Errorf("%w: %s", pkgsync.ErrFailed, results[0].Message)
+	return false, fmt.Errorf("%w: %s", engine.ErrFailed, results[0].Message)
 }

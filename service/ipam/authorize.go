@@ -76,7 +76,7 @@ func (t *tx) authorizeOwner(os *ownerState) error {
 	names := appendHeldVRFs(slices.Collect(maps.Keys(os.nis)), os)
 	slices.Sort(names)
 	for _, name := range slices.Compact(names) {
-		if err := t.authorize(os, name, "Sync", Key{Name: os.name}, "adopt"); err != nil {
+		if err := t.authorize(os, name, ObjSync, Key{Name: os.name}, "adopt"); err != nil {
 			return err
 		}
 	}

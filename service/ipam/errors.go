@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/nephio-project/ipam/api/vocab"
 )
 
 // Sentinel errors. Every error returned by the core wraps exactly one of
@@ -34,12 +36,14 @@ var (
 	ErrDenied = errors.New("permission denied")
 )
 
-// Object kinds named in error messages, as users know them.
+// Object kinds named in error messages, as users know them: the shared
+// vocabulary of package vocab, which clients import instead of the core.
 const (
-	ObjNetworkInstance = "NetworkInstance"
-	ObjPrefix          = "IPPrefix"
-	ObjRange           = "IPRange"
-	ObjAllocation      = "IPAllocation"
+	ObjNetworkInstance = vocab.ObjNetworkInstance
+	ObjPrefix          = vocab.ObjPrefix
+	ObjRange           = vocab.ObjRange
+	ObjAllocation      = vocab.ObjAllocation
+	ObjSync            = vocab.ObjSync // a Sync request itself
 )
 
 // Error is the error of one object: it names the object (kind and

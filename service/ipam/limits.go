@@ -2,10 +2,11 @@ package ipam
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/nephio-project/ipam/api/vocab"
 )
 
 // Limits on what one request may carry, so that no request can make the
@@ -31,10 +32,12 @@ const (
 	MaxSourceLength = 1024
 	// MaxGeneration bounds the owner generation a Sync may carry (see
 	// SyncRequest.Generation), far above what renders reach, so that the
-	// owner's next generation never wraps around.
-	MaxGeneration = 1 << 62
-	// MaxQuoted is how much of a client's value an error message repeats.
-	MaxQuoted = 64
+	// owner's next generation never wraps around (vocab.MaxGeneration,
+	// which clients check too).
+	MaxGeneration = vocab.MaxGeneration
+	// MaxQuoted is how much of a client's value an error message repeats
+	// (vocab.MaxQuoted).
+	MaxQuoted = vocab.MaxQuoted
 )
 
 // printable reports whether s is valid UTF-8 of printable characters only:
@@ -61,17 +64,9 @@ func printableUnicode(s string) bool {
 }
 
 // Quote renders a client's value for an error message: quoted with Go
-// escapes, and cut to MaxQuoted bytes with its full length named.
-func Quote(s string) string {
-	if len(s) <= MaxQuoted {
-		return strconv.Quote(s)
-	}
-	cut := MaxQuoted
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return strconv.Quote(s[:cut]) + "... (" + strconv.Itoa(len(s)) + " bytes)"
-}
+// escapes, and cut to MaxQuoted bytes with its full length named. It is
+// vocab.Quote, which clients use for the same messages.
+func Quote(s string) string { return vocab.Quote(s) }
 
 // checkText checks one string field against its length limit and for
 // printable characters; an empty string passes (required fields are

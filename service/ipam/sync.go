@@ -53,7 +53,7 @@ func (t *tx) bind(os *ownerState, req SyncRequest) (adopted string, err error) {
 	if req.Identity != "" && req.Identity != info.Identity {
 		if info.Identity != "" && !os.empty() {
 			if !req.Adopt {
-				return "", errf(ErrInUse, "Sync", Key{Name: req.Owner}, "identity",
+				return "", errf(ErrInUse, ObjSync, Key{Name: req.Owner}, "identity",
 					"owner %s holds the objects of the package with identity %s, not of this one (%s); "+
 						"a copy needs an owner of its own, or the request must adopt the owner",
 					Quote(req.Owner), Quote(info.Identity), Quote(req.Identity))
@@ -84,7 +84,7 @@ func (t *tx) advance(os *ownerState, req SyncRequest) error {
 		}
 		req.Generation = 0
 	} else if req.Generation < info.Generation && !req.Adopt {
-		return errf(ErrInUse, "Sync", Key{Name: req.Owner}, "generation",
+		return errf(ErrInUse, ObjSync, Key{Name: req.Owner}, "generation",
 			"owner %s is at generation %d, and this package at %d: another copy of the package changed the owner's objects "+
 				"since this one was rendered; a request from the current copy, or one that adopts the owner, is accepted",
 			Quote(req.Owner), info.Generation, req.Generation)
@@ -127,21 +127,21 @@ func withOwner(req SyncRequest) SyncRequest {
 // checkSyncRequest rejects oversized requests and duplicate keys. It
 // returns the allocations' indices in key order.
 func checkSyncRequest(req SyncRequest) ([]int, error) {
-	if err := CheckNewName("Sync", Key{}, "owner", req.Owner); err != nil {
+	if err := CheckNewName(ObjSync, Key{}, "owner", req.Owner); err != nil {
 		return nil, err
 	}
-	if err := CheckNewName("Sync", Key{Name: req.Owner}, "identity", req.Identity); err != nil {
+	if err := CheckNewName(ObjSync, Key{Name: req.Owner}, "identity", req.Identity); err != nil {
 		return nil, err
 	}
-	if err := checkText("Sync", Key{Name: req.Owner}, "source", req.Source, MaxSourceLength); err != nil {
+	if err := checkText(ObjSync, Key{Name: req.Owner}, "source", req.Source, MaxSourceLength); err != nil {
 		return nil, err
 	}
 	if req.Generation > MaxGeneration {
-		return nil, errf(ErrInvalid, "Sync", Key{Name: req.Owner}, "generation", "%d exceeds the limit of %d", req.Generation, uint64(MaxGeneration))
+		return nil, errf(ErrInvalid, ObjSync, Key{Name: req.Owner}, "generation", "%d exceeds the limit of %d", req.Generation, uint64(MaxGeneration))
 	}
 	n := len(req.NetworkInstances) + len(req.Prefixes) + len(req.Ranges) + len(req.Allocations)
 	if n > MaxSyncItems {
-		return nil, errf(ErrInvalid, "Sync", Key{Name: req.Owner}, "", "%d objects exceed the limit of %d per request", n, MaxSyncItems)
+		return nil, errf(ErrInvalid, ObjSync, Key{Name: req.Owner}, "", "%d objects exceed the limit of %d per request", n, MaxSyncItems)
 	}
 	var errs []error
 	dup := func(obj string, seen map[nsName]bool, k Key) {

@@ -3,9 +3,10 @@
 // exclusions, pre-allocations and label-selector allocation of addresses,
 // blocks and sub-prefixes, for IPv4 and IPv6.
 //
-// The core is pure Go on net/netip. It knows nothing of Kubernetes, YAML,
-// gRPC or disk: fronts translate their objects into the types below and map
-// the sentinel errors once at their boundary. Every committed mutation is
+// The core is pure Go on net/netip (and the shared words of package
+// api/vocab, itself the standard library only). It knows nothing of
+// Kubernetes, YAML, gRPC or disk: fronts translate their objects into the
+// types below and map the sentinel errors once at their boundary. Every committed mutation is
 // described by change Records, which a Journal (the durable store) receives in
 // commit order and which Apply replays to restore the state.
 package ipam
@@ -13,6 +14,8 @@ package ipam
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/nephio-project/ipam/api/vocab"
 )
 
 // Kind is the kind of a prefix or of a requested allocation.
@@ -35,14 +38,15 @@ const (
 	IPv6 Family = "ipv6"
 )
 
-// System labels carried by every selectable prefix; selectors may match them.
+// System labels carried by every selectable prefix; selectors may match
+// them. They are the shared vocabulary of package vocab.
 const (
-	LabelNetworkInstance = "nephio.org/network-instance"
-	LabelNetworkName     = "nephio.org/network-name"
-	LabelPrefixKind      = "nephio.org/prefix-kind"
-	LabelAddressFamily   = "nephio.org/address-family"
-	LabelPrefixLength    = "nephio.org/prefix-length"
-	LabelGateway         = "nephio.org/gateway"
+	LabelNetworkInstance = vocab.LabelNetworkInstance
+	LabelNetworkName     = vocab.LabelNetworkName
+	LabelPrefixKind      = vocab.LabelPrefixKind
+	LabelAddressFamily   = vocab.LabelAddressFamily
+	LabelPrefixLength    = vocab.LabelPrefixLength
+	LabelGateway         = vocab.LabelGateway
 )
 
 // Key identifies an object of the core: the owner that declared it (a kpt

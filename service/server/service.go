@@ -264,13 +264,13 @@ func (s *Service) Sync(ctx context.Context, req *ipamv1.SyncRequest) (*ipamv1.Sy
 	if s.metrics != nil {
 		s.metrics.syncItems.Add(float64(n))
 	}
-	err := ipam.CheckNewName("Sync", ipam.Key{}, "owner", req.GetOwner())
+	err := ipam.CheckNewName(ipam.ObjSync, ipam.Key{}, "owner", req.GetOwner())
 	switch {
 	case err != nil:
 	case req.GetOwner() == "":
 		err = invalidRequest("owner", "an owner is required (the kpt package or controller that declares the objects)")
 	case n > ipam.MaxSyncItems:
-		err = &ipam.Error{Object: "Sync", Key: ipam.Key{Name: req.GetOwner()}, Err: ipam.ErrInvalid,
+		err = &ipam.Error{Object: ipam.ObjSync, Key: ipam.Key{Name: req.GetOwner()}, Err: ipam.ErrInvalid,
 			Msg: fmt.Sprintf("%d objects exceed the limit of %d per request", n, ipam.MaxSyncItems)}
 	}
 	var sreq ipam.SyncRequest

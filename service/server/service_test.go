@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/api/translate"
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/server"
 	"github.com/nephio-project/ipam/service/store/file"
@@ -340,6 +341,10 @@ func TestErrorCodes(t *testing.T) {
 			if got != *tc.item || it.GetMessage() != st.Message() {
 				t.Errorf("item = %+v %q, want %+v %q", got, it.GetMessage(), *tc.item, st.Message())
 			}
+			// The typed kind names the same kind as the old string.
+			if k := translate.KindName(it.GetKind()); k != tc.item.object {
+				t.Errorf("item kind %v (%s), want %s", it.GetKind(), k, tc.item.object)
+			}
 		})
 	}
 	// The FailedPrecondition message of a prefix in use names what holds it.
@@ -470,7 +475,8 @@ func TestSyncGeneration(t *testing.T) {
 		if tc.stale {
 			st := wantStatus(t, err, codes.FailedPrecondition, `Sync pkg1: generation: owner "pkg1" is at generation 2, and this package at 1: another copy of the package changed the owner's objects since this one was rendered; a request from the current copy, or one that adopts the owner, is accepted`)
 			items := syncFailure(t, st).GetItems()
-			if len(items) != 1 || items[0].GetObject() != "Sync" || items[0].GetKey().GetName() != "pkg1" || items[0].GetField() != "generation" {
+			if len(items) != 1 || items[0].GetObject() != "Sync" || items[0].GetKind() != ipamv1.ObjectKind_OBJECT_KIND_UNSPECIFIED ||
+				items[0].GetKey().GetName() != "pkg1" || items[0].GetField() != "generation" {
 				t.Fatalf("%s: items %v", tc.name, items)
 			}
 			continue

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "github.com/nephio-project/ipam/api/vocab"
+
 // Condition types set in status.conditions of every ipam.nephio.org resource.
 const (
 	// ConditionTypeSynced is True when the resource's spec has been processed
@@ -23,20 +25,21 @@ const (
 	ReasonFailed = "Failed"
 )
 
-// System label keys that every prefix carries and that selectors can match.
+// System label keys that every prefix carries and that selectors can match:
+// the shared vocabulary of package vocab, defined there once.
 const (
 	// LabelNetworkInstance names the NetworkInstance a prefix lives in.
-	LabelNetworkInstance = "nephio.org/network-instance"
+	LabelNetworkInstance = vocab.LabelNetworkInstance
 	// LabelNetworkName is the network name of a prefix (IPPrefix spec.network).
-	LabelNetworkName = "nephio.org/network-name"
+	LabelNetworkName = vocab.LabelNetworkName
 	// LabelPrefixKind is the PrefixKind of a prefix.
-	LabelPrefixKind = "nephio.org/prefix-kind"
+	LabelPrefixKind = vocab.LabelPrefixKind
 	// LabelAddressFamily is the AddressFamily of a prefix: ipv4 or ipv6.
-	LabelAddressFamily = "nephio.org/address-family"
+	LabelAddressFamily = vocab.LabelAddressFamily
 	// LabelPrefixLength is the prefix length of a prefix in decimal, e.g. "24".
-	LabelPrefixLength = "nephio.org/prefix-length"
+	LabelPrefixLength = vocab.LabelPrefixLength
 	// LabelGateway is "true" on the address that is its network's gateway.
-	LabelGateway = "nephio.org/gateway"
+	LabelGateway = vocab.LabelGateway
 )
 
 // PrefixKind is the role of a prefix in a network instance: it decides what

@@ -26,7 +26,7 @@ import (
 	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
-	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/api/vocab"
 )
 
 // Finalizers of the Cluster API IPAM contract, as the upstream in-cluster
@@ -383,7 +383,7 @@ func (r *ClaimReconciler) adopt(ctx context.Context, addr *capiv1beta2.IPAddress
 	ip, perr := netip.ParseAddr(addr.Spec.Address)
 	if perr != nil {
 		return &claimOutcome{reason: capiv1beta2.ReasonAllocationFailed,
-			message: fmt.Sprintf("IPAddress %s: spec.address: %s is not an IP address", translate.ID(addr.Namespace, addr.Name), ipam.Quote(addr.Spec.Address))}, nil
+			message: fmt.Sprintf("IPAddress %s: spec.address: %s is not an IP address", translate.ID(addr.Namespace, addr.Name), vocab.Quote(addr.Spec.Address))}, nil
 	}
 	var stop *claimOutcome
 	key := translate.ClaimKey(r.owner, addr.Namespace, addr.Spec.ClaimRef.Name)

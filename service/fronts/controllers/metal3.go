@@ -24,7 +24,7 @@ import (
 	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
-	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/api/vocab"
 )
 
 // Field indexes of the Metal3 front.
@@ -354,7 +354,7 @@ func errText(err error) string {
 func (r *Metal3ClaimReconciler) adopt(ctx context.Context, p *translate.Metal3Pool, a *metal3v1alpha1.IPAddress) (refused, err error) {
 	ip, perr := netip.ParseAddr(string(a.Spec.Address))
 	if perr != nil {
-		return status.Errorf(codes.InvalidArgument, "IPAddress %s: spec.address: %s is not an IP address", translate.ID(a.Namespace, a.Name), ipam.Quote(string(a.Spec.Address))), nil
+		return status.Errorf(codes.InvalidArgument, "IPAddress %s: spec.address: %s is not an IP address", translate.ID(a.Namespace, a.Name), vocab.Quote(string(a.Spec.Address))), nil
 	}
 	ns := a.Spec.Claim.Namespace
 	if ns == "" {

@@ -1941,15 +1941,22 @@ func (x *Released) GetKey() *Key {
 	return nil
 }
 
-// ItemError is the error of one object: its kind (IPAllocation, IPPrefix,
-// ...), key, the field at fault, the message and the gRPC code it maps to.
+// ItemError is the error of one object: its kind, key, the field at fault,
+// the message and the gRPC code it maps to.
 type ItemError struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Object        string                 `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
-	Key           *Key                   `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	Field         string                 `protobuf:"bytes,3,opt,name=field,proto3" json:"field,omitempty"`
-	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
-	Code          int32                  `protobuf:"varint,5,opt,name=code,proto3" json:"code,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// object is the kind as users know it (IPAllocation, IPPrefix, ...; or
+	// "Sync" for the request itself), as servers before kind sent it. It is
+	// still filled; new clients read kind first.
+	Object  string `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	Key     *Key   `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Field   string `protobuf:"bytes,3,opt,name=field,proto3" json:"field,omitempty"`
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	Code    int32  `protobuf:"varint,5,opt,name=code,proto3" json:"code,omitempty"`
+	// kind is the object's kind, typed; OBJECT_KIND_UNSPECIFIED when the
+	// error names no object of the service (object "Sync") or comes from a
+	// server older than this field (then read object).
+	Kind          ObjectKind `protobuf:"varint,6,opt,name=kind,proto3,enum=ipam.v1.ObjectKind" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2017,6 +2024,13 @@ func (x *ItemError) GetCode() int32 {
 		return x.Code
 	}
 	return 0
+}
+
+func (x *ItemError) GetKind() ObjectKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ObjectKind_OBJECT_KIND_UNSPECIFIED
 }
 
 // SyncFailure is attached to the status of a failed Sync (and of any call
@@ -2551,13 +2565,14 @@ const file_ipam_v1_ipam_proto_rawDesc = "" +
 	"generation\"S\n" +
 	"\bReleased\x12'\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x13.ipam.v1.ObjectKindR\x04kind\x12\x1e\n" +
-	"\x03key\x18\x02 \x01(\v2\f.ipam.v1.KeyR\x03key\"\x87\x01\n" +
+	"\x03key\x18\x02 \x01(\v2\f.ipam.v1.KeyR\x03key\"\xb0\x01\n" +
 	"\tItemError\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x12\x1e\n" +
 	"\x03key\x18\x02 \x01(\v2\f.ipam.v1.KeyR\x03key\x12\x14\n" +
 	"\x05field\x18\x03 \x01(\tR\x05field\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12\x12\n" +
-	"\x04code\x18\x05 \x01(\x05R\x04code\"Q\n" +
+	"\x04code\x18\x05 \x01(\x05R\x04code\x12'\n" +
+	"\x04kind\x18\x06 \x01(\x0e2\x13.ipam.v1.ObjectKindR\x04kind\"Q\n" +
 	"\vSyncFailure\x12(\n" +
 	"\x05items\x18\x01 \x03(\v2\x12.ipam.v1.ItemErrorR\x05items\x12\x18\n" +
 	"\aomitted\x18\x02 \x01(\x05R\aomitted\"O\n" +
@@ -2717,43 +2732,44 @@ var file_ipam_v1_ipam_proto_depIdxs = []int32{
 	0,  // 42: ipam.v1.Released.kind:type_name -> ipam.v1.ObjectKind
 	2,  // 43: ipam.v1.Released.key:type_name -> ipam.v1.Key
 	2,  // 44: ipam.v1.ItemError.key:type_name -> ipam.v1.Key
-	30, // 45: ipam.v1.SyncFailure.items:type_name -> ipam.v1.ItemError
-	1,  // 46: ipam.v1.WatchEvent.type:type_name -> ipam.v1.WatchEvent.Type
-	0,  // 47: ipam.v1.WatchEvent.kind:type_name -> ipam.v1.ObjectKind
-	2,  // 48: ipam.v1.WatchEvent.key:type_name -> ipam.v1.Key
-	12, // 49: ipam.v1.WatchEvent.object:type_name -> ipam.v1.Object
-	35, // 50: ipam.v1.TreeResponse.nodes:type_name -> ipam.v1.TreeNode
-	13, // 51: ipam.v1.IPAM.CreateNetworkInstance:input_type -> ipam.v1.CreateNetworkInstanceRequest
-	21, // 52: ipam.v1.IPAM.DeleteNetworkInstance:input_type -> ipam.v1.DeleteRequest
-	15, // 53: ipam.v1.IPAM.CreatePrefix:input_type -> ipam.v1.CreatePrefixRequest
-	21, // 54: ipam.v1.IPAM.DeletePrefix:input_type -> ipam.v1.DeleteRequest
-	17, // 55: ipam.v1.IPAM.CreateRange:input_type -> ipam.v1.CreateRangeRequest
-	21, // 56: ipam.v1.IPAM.DeleteRange:input_type -> ipam.v1.DeleteRequest
-	19, // 57: ipam.v1.IPAM.Allocate:input_type -> ipam.v1.AllocateRequest
-	21, // 58: ipam.v1.IPAM.Release:input_type -> ipam.v1.DeleteRequest
-	23, // 59: ipam.v1.IPAM.Get:input_type -> ipam.v1.GetRequest
-	25, // 60: ipam.v1.IPAM.List:input_type -> ipam.v1.ListRequest
-	27, // 61: ipam.v1.IPAM.Sync:input_type -> ipam.v1.SyncRequest
-	32, // 62: ipam.v1.IPAM.Watch:input_type -> ipam.v1.WatchRequest
-	34, // 63: ipam.v1.IPAM.Tree:input_type -> ipam.v1.TreeRequest
-	14, // 64: ipam.v1.IPAM.CreateNetworkInstance:output_type -> ipam.v1.CreateNetworkInstanceResponse
-	22, // 65: ipam.v1.IPAM.DeleteNetworkInstance:output_type -> ipam.v1.DeleteResponse
-	16, // 66: ipam.v1.IPAM.CreatePrefix:output_type -> ipam.v1.CreatePrefixResponse
-	22, // 67: ipam.v1.IPAM.DeletePrefix:output_type -> ipam.v1.DeleteResponse
-	18, // 68: ipam.v1.IPAM.CreateRange:output_type -> ipam.v1.CreateRangeResponse
-	22, // 69: ipam.v1.IPAM.DeleteRange:output_type -> ipam.v1.DeleteResponse
-	20, // 70: ipam.v1.IPAM.Allocate:output_type -> ipam.v1.AllocateResponse
-	22, // 71: ipam.v1.IPAM.Release:output_type -> ipam.v1.DeleteResponse
-	24, // 72: ipam.v1.IPAM.Get:output_type -> ipam.v1.GetResponse
-	26, // 73: ipam.v1.IPAM.List:output_type -> ipam.v1.ListResponse
-	28, // 74: ipam.v1.IPAM.Sync:output_type -> ipam.v1.SyncResponse
-	33, // 75: ipam.v1.IPAM.Watch:output_type -> ipam.v1.WatchEvent
-	36, // 76: ipam.v1.IPAM.Tree:output_type -> ipam.v1.TreeResponse
-	64, // [64:77] is the sub-list for method output_type
-	51, // [51:64] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	0,  // 45: ipam.v1.ItemError.kind:type_name -> ipam.v1.ObjectKind
+	30, // 46: ipam.v1.SyncFailure.items:type_name -> ipam.v1.ItemError
+	1,  // 47: ipam.v1.WatchEvent.type:type_name -> ipam.v1.WatchEvent.Type
+	0,  // 48: ipam.v1.WatchEvent.kind:type_name -> ipam.v1.ObjectKind
+	2,  // 49: ipam.v1.WatchEvent.key:type_name -> ipam.v1.Key
+	12, // 50: ipam.v1.WatchEvent.object:type_name -> ipam.v1.Object
+	35, // 51: ipam.v1.TreeResponse.nodes:type_name -> ipam.v1.TreeNode
+	13, // 52: ipam.v1.IPAM.CreateNetworkInstance:input_type -> ipam.v1.CreateNetworkInstanceRequest
+	21, // 53: ipam.v1.IPAM.DeleteNetworkInstance:input_type -> ipam.v1.DeleteRequest
+	15, // 54: ipam.v1.IPAM.CreatePrefix:input_type -> ipam.v1.CreatePrefixRequest
+	21, // 55: ipam.v1.IPAM.DeletePrefix:input_type -> ipam.v1.DeleteRequest
+	17, // 56: ipam.v1.IPAM.CreateRange:input_type -> ipam.v1.CreateRangeRequest
+	21, // 57: ipam.v1.IPAM.DeleteRange:input_type -> ipam.v1.DeleteRequest
+	19, // 58: ipam.v1.IPAM.Allocate:input_type -> ipam.v1.AllocateRequest
+	21, // 59: ipam.v1.IPAM.Release:input_type -> ipam.v1.DeleteRequest
+	23, // 60: ipam.v1.IPAM.Get:input_type -> ipam.v1.GetRequest
+	25, // 61: ipam.v1.IPAM.List:input_type -> ipam.v1.ListRequest
+	27, // 62: ipam.v1.IPAM.Sync:input_type -> ipam.v1.SyncRequest
+	32, // 63: ipam.v1.IPAM.Watch:input_type -> ipam.v1.WatchRequest
+	34, // 64: ipam.v1.IPAM.Tree:input_type -> ipam.v1.TreeRequest
+	14, // 65: ipam.v1.IPAM.CreateNetworkInstance:output_type -> ipam.v1.CreateNetworkInstanceResponse
+	22, // 66: ipam.v1.IPAM.DeleteNetworkInstance:output_type -> ipam.v1.DeleteResponse
+	16, // 67: ipam.v1.IPAM.CreatePrefix:output_type -> ipam.v1.CreatePrefixResponse
+	22, // 68: ipam.v1.IPAM.DeletePrefix:output_type -> ipam.v1.DeleteResponse
+	18, // 69: ipam.v1.IPAM.CreateRange:output_type -> ipam.v1.CreateRangeResponse
+	22, // 70: ipam.v1.IPAM.DeleteRange:output_type -> ipam.v1.DeleteResponse
+	20, // 71: ipam.v1.IPAM.Allocate:output_type -> ipam.v1.AllocateResponse
+	22, // 72: ipam.v1.IPAM.Release:output_type -> ipam.v1.DeleteResponse
+	24, // 73: ipam.v1.IPAM.Get:output_type -> ipam.v1.GetResponse
+	26, // 74: ipam.v1.IPAM.List:output_type -> ipam.v1.ListResponse
+	28, // 75: ipam.v1.IPAM.Sync:output_type -> ipam.v1.SyncResponse
+	33, // 76: ipam.v1.IPAM.Watch:output_type -> ipam.v1.WatchEvent
+	36, // 77: ipam.v1.IPAM.Tree:output_type -> ipam.v1.TreeResponse
+	65, // [65:78] is the sub-list for method output_type
+	52, // [52:65] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_ipam_v1_ipam_proto_init() }

@@ -1,4 +1,4 @@
-package pkgsync_test
+package engine_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/functions/engine"
 	"github.com/nephio-project/ipam/functions/internal/pkgtest"
-	"github.com/nephio-project/ipam/functions/pkgsync"
 	"github.com/nephio-project/ipam/service/server"
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
@@ -21,8 +21,8 @@ func TestProcessSeed(t *testing.T) {
 	objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", pkgtest.Seed)
 	before := pkgtest.Snapshot(objs)
 
-	cfg := pkgsync.Options{Server: srv.Addr, Prune: true}
-	changed, results, err := pkgsync.Process(context.Background(), client, cfg, &objs)
+	cfg := engine.Options{Server: srv.Addr, Prune: true}
+	changed, results, err := engine.Process(context.Background(), client, cfg, &objs)
 	if err != nil || !onlySummary(results, "synced 7 resources with ipam-server: 7 items written, 0 released by prune") || !changed {
 		t.Fatalf("Process: changed %v, results %v, err %v", changed, results, err)
 	}
@@ -83,7 +83,7 @@ func TestProcessSeed(t *testing.T) {
 
 	// Processing the result again changes nothing.
 	after := pkgtest.Snapshot(objs)
-	changed, results, err = pkgsync.Process(context.Background(), client, cfg, &objs)
+	changed, results, err = engine.Process(context.Background(), client, cfg, &objs)
 	if err != nil || !onlySummary(results, "0 items written") || changed {
 		t.Fatalf("second Process: changed %v, results %v, err %v", changed, results, err)
 	}
@@ -96,9 +96,9 @@ func TestProcessSeed(t *testing.T) {
 // in a result naming it, so the review of a render sees every release.
 func TestProcessListsReleases(t *testing.T) {
 	srv := servertest.Start(t, server.Config{}, false)
-	cfg := pkgsync.Options{Server: srv.Addr, Prune: true}
+	cfg := engine.Options{Server: srv.Addr, Prune: true}
 	first := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", pkgtest.Seed)
-	if _, _, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, &first); err != nil {
+	if _, _, err := engine.Process(context.Background(), srv.Client(t), cfg, &first); err != nil {
 		t.Fatal(err)
 	}
 	// The edit starts from the rendered Kptfile, which holds the package
@@ -109,7 +109,7 @@ func TestProcessListsReleases(t *testing.T) {
 	j := strings.Index(pkgtest.Seed[i+len(pool):], "---")
 	without := pkgtest.Seed[:i] + pkgtest.Seed[i+len(pool)+j:]
 	objs := pkgtest.Items(t, "Kptfile", kptfile, "resources.yaml", without)
-	_, results, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, &objs)
+	_, results, err := engine.Process(context.Background(), srv.Client(t), cfg, &objs)
 	if err != nil || len(results) != 2 || !strings.Contains(results[0].Message, "1 released by prune") ||
 		results[1].Message != "ipam-fn: released IPAllocation alloc-pool1 of owner seed-pkg: the package no longer declares it" ||
 		results[1].ResourceRef == nil || results[1].ResourceRef.Name != "alloc-pool1" {
@@ -131,8 +131,8 @@ func TestProcessCorrectsStatusKeepsForeignConditions(t *testing.T) {
 	srv := servertest.Start(t, server.Config{}, false)
 	client := srv.Client(t)
 	objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", pkgtest.Seed)
-	cfg := pkgsync.Options{Server: srv.Addr, Prune: true}
-	if _, _, err := pkgsync.Process(context.Background(), client, cfg, &objs); err != nil {
+	cfg := engine.Options{Server: srv.Addr, Prune: true}
+	if _, _, err := engine.Process(context.Background(), client, cfg, &objs); err != nil {
 		t.Fatal(err)
 	}
 	a := pkgtest.Find(t, objs, "IPAllocation", "alloc1")
@@ -150,7 +150,7 @@ func TestProcessCorrectsStatusKeepsForeignConditions(t *testing.T) {
 	if err := kf.UpsertMap("status").SetSlice(kconds, "conditions"); err != nil {
 		t.Fatal(err)
 	}
-	changed, _, err := pkgsync.Process(context.Background(), client, cfg, &objs)
+	changed, _, err := engine.Process(context.Background(), client, cfg, &objs)
 	if err != nil || !changed {
 		t.Fatalf("changed %v, err %v", changed, err)
 	}
@@ -187,7 +187,7 @@ func condition(t *testing.T, typ, status string) *fn.SubObject {
 
 func TestProcessWithoutIPAMResourcesMakesNoCall(t *testing.T) {
 	objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")
-	changed, results, err := pkgsync.Process(context.Background(), nil, pkgsync.Options{}, &objs)
+	changed, results, err := engine.Process(context.Background(), nil, engine.Options{}, &objs)
 	if changed || len(results) > 0 || err != nil {
 		t.Fatalf("changed %v, results %v, err %v", changed, results, err)
 	}
@@ -198,9 +198,9 @@ func TestProcessItemErrorsNameFileResourceAndField(t *testing.T) {
 	bad := strings.Replace(pkgtest.Seed, "prefix: 10.0.1.10/24", "prefix: 10.0.1.10/33", 1)
 	objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", bad)
 	before := pkgtest.Snapshot(objs)
-	changed, results, err := pkgsync.Process(context.Background(), srv.Client(t),
-		pkgsync.Options{Server: srv.Addr, Prune: true}, &objs)
-	if changed || !errors.Is(err, pkgsync.ErrFailed) || len(results) == 0 {
+	changed, results, err := engine.Process(context.Background(), srv.Client(t),
+		engine.Options{Server: srv.Addr, Prune: true}, &objs)
+	if changed || !errors.Is(err, engine.ErrFailed) || len(results) == 0 {
 		t.Fatalf("changed %v, err %v, results %v", changed, err, results)
 	}
 	r := results[0]
@@ -221,8 +221,8 @@ func TestProcessLocalFieldErrors(t *testing.T) {
 	bad := strings.Replace(pkgtest.Seed, "prefixLength: 16", "prefixLength: sixteen", 1)
 	objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", bad)
 	// No call is made: a nil client would fail otherwise.
-	_, results, err := pkgsync.Process(context.Background(), nil, pkgsync.Options{Prune: true}, &objs)
-	if !errors.Is(err, pkgsync.ErrFailed) || len(results) != 1 || results[0].Field == nil || results[0].Field.Path != "spec.prefixLength" ||
+	_, results, err := engine.Process(context.Background(), nil, engine.Options{Prune: true}, &objs)
+	if !errors.Is(err, engine.ErrFailed) || len(results) != 1 || results[0].Field == nil || results[0].Field.Path != "spec.prefixLength" ||
 		results[0].ResourceRef.Name != "alloc-pool1" {
 		t.Fatalf("err %v, results %v", err, results)
 	}
@@ -248,12 +248,12 @@ func TestProcessRefusesUnknownGroupObjects(t *testing.T) {
 				doc = pkgtest.Seed + "\n---\n" + doc
 			}
 			objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "resources.yaml", doc)
-			if !pkgsync.HasIPAMObjects(objs) {
+			if !engine.HasIPAMObjects(objs) {
 				t.Fatal("HasIPAMObjects is false: the run would pass the package untouched")
 			}
 			before := pkgtest.Snapshot(objs)
-			changed, results, err := pkgsync.Process(context.Background(), nil, pkgsync.Options{Prune: true}, &objs)
-			if changed || !errors.Is(err, pkgsync.ErrFailed) || len(results) != 1 {
+			changed, results, err := engine.Process(context.Background(), nil, engine.Options{Prune: true}, &objs)
+			if changed || !errors.Is(err, engine.ErrFailed) || len(results) != 1 {
 				t.Fatalf("changed %v, err %v, results %v", changed, err, results)
 			}
 			r := results[0]
@@ -272,7 +272,7 @@ func TestProcessOwnerFromRootKptfile(t *testing.T) {
 	srv := servertest.Start(t, server.Config{}, false)
 	sub := strings.Replace(pkgtest.Kptfile, "seed-pkg", "subpackage", 1)
 	objs := pkgtest.Items(t, "sub/Kptfile", sub, "Kptfile", pkgtest.Kptfile, "resources.yaml", pkgtest.Seed)
-	if _, _, err := pkgsync.Process(context.Background(), srv.Client(t), pkgsync.Options{Server: srv.Addr, Prune: true}, &objs); err != nil {
+	if _, _, err := engine.Process(context.Background(), srv.Client(t), engine.Options{Server: srv.Addr, Prune: true}, &objs); err != nil {
 		t.Fatal(err)
 	}
 	_, err := srv.Client(t).Get(context.Background(), &ipamv1.GetRequest{
@@ -285,8 +285,8 @@ func TestProcessOwnerFromRootKptfile(t *testing.T) {
 func TestProcessWithoutOwner(t *testing.T) {
 	// No data.owner and no Kptfile: nothing to key the objects by.
 	objs := pkgtest.Items(t, "resources.yaml", pkgtest.Seed)
-	_, results, err := pkgsync.Process(context.Background(), nil, pkgsync.Options{Prune: true}, &objs)
-	if !errors.Is(err, pkgsync.ErrFailed) || len(results) != 1 || !strings.Contains(results[0].Message, "data.owner") {
+	_, results, err := engine.Process(context.Background(), nil, engine.Options{Prune: true}, &objs)
+	if !errors.Is(err, engine.ErrFailed) || len(results) != 1 || !strings.Contains(results[0].Message, "data.owner") {
 		t.Fatalf("err %v, results %v", err, results)
 	}
 }

@@ -1,4 +1,4 @@
-package pkgsync
+package engine
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/api/translate"
+	"github.com/nephio-project/ipam/api/vocab"
 	"github.com/nephio-project/ipam/service/client"
 )
 
@@ -133,11 +135,12 @@ func syncErrorResults(err error, opts Options, objs []*object, idn identity) fn.
 	var results fn.Results
 	for _, it := range items {
 		code := codes.Code(it.GetCode()).String()
-		if it.GetField() == "identity" && it.GetObject() == "Sync" {
+		kind := translate.ItemKind(it)
+		if it.GetField() == "identity" && kind == vocab.ObjSync {
 			results = append(results, identityResult(idn, it.GetKey().GetName(), it.GetMessage(), code))
 			continue
 		}
-		if it.GetField() == "generation" && it.GetObject() == "Sync" {
+		if it.GetField() == "generation" && kind == vocab.ObjSync {
 			results = append(results, generationResult(idn, it.GetKey().GetName(), it.GetMessage(), code))
 			continue
 		}

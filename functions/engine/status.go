@@ -1,4 +1,4 @@
-package pkgsync
+package engine
 
 import (
 	"fmt"
@@ -12,22 +12,32 @@ import (
 	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
-	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/api/vocab"
 )
 
-// condition is the desired state of one condition. The function writes no
-// lastTransitionTime: two people rendering the same package must get the
-// same bytes, and a package has no clock that both share.
-type condition struct {
-	typ, status, reason, message string
+// Condition is the desired state of one condition: the four fields the
+// engine owns. Writers set only these, leaving every other field of the
+// condition (lastTransitionTime, observedGeneration, ...) and every other
+// condition as they are. The engine writes no lastTransitionTime: two
+// people rendering the same package must get the same bytes, and a
+// package has no clock that both share.
+type Condition struct {
+	// Type is the condition type, its key in the list.
+	Type string
+	// Status is "True", "False" or "Unknown".
+	Status string
+	// Reason is a CamelCase word; empty removes the field.
+	Reason string
+	// Message says why, for people; empty removes the field.
+	Message string
 }
 
 // desiredConditions are the conditions of a resource the server accepted
 // with res.
-func desiredConditions(kind string, res *ipamv1.Result) []condition {
-	return []condition{
-		{typ: ipamv1alpha1.ConditionTypeSynced, status: "True", reason: ipamv1alpha1.ReasonReconcileSuccess},
-		{typ: ipamv1alpha1.ConditionTypeReady, status: "True", reason: ipamv1alpha1.ReasonReady, message: translate.ReadyMessage(kind, res)},
+func desiredConditions(kind string, res *ipamv1.Result) []Condition {
+	return []Condition{
+		{Type: ipamv1alpha1.ConditionTypeSynced, Status: "True", Reason: ipamv1alpha1.ReasonReconcileSuccess},
+		{Type: ipamv1alpha1.ConditionTypeReady, Status: "True", Reason: ipamv1alpha1.ReasonReady, Message: translate.ReadyMessage(kind, res)},
 	}
 }
 
@@ -49,7 +59,7 @@ func writeResults(objs []*object, idn identity, resp *ipamv1.SyncResponse, items
 	var swaps []swap
 	var added, replaced fn.KubeObjects
 	var results fn.Results
-	var claims []condition
+	var claims []Condition
 	for _, o := range objs {
 		var res *ipamv1.Result
 		switch o.kind {
@@ -79,8 +89,8 @@ func writeResults(objs []*object, idn identity, resp *ipamv1.SyncResponse, items
 			res = resp.GetPrefixes()[o.index]
 		case ipamv1alpha1.KindIPAllocation:
 			res = resp.GetAllocations()[o.index]
-			claims = append(claims, condition{typ: KptfileConditionType(o.kind, o.name), status: "True",
-				reason: ipamv1alpha1.ReasonReady, message: translate.ReadyMessage(o.kind, res)})
+			claims = append(claims, Condition{Type: KptfileConditionType(o.kind, o.name), Status: "True",
+				Reason: ipamv1alpha1.ReasonReady, Message: translate.ReadyMessage(o.kind, res)})
 		default:
 			continue
 		}
@@ -133,7 +143,7 @@ func summary(objs []*object, written int, resp *ipamv1.SyncResponse) fn.Results 
 		count(len(objs), "resource"), count(written, "item"), len(rel))}}
 	if from := resp.GetAdopted(); from != "" {
 		results = append(results, &fn.Result{Severity: fn.Info, Message: fmt.Sprintf(
-			"ipam-fn: adopted the owner's objects from the package with identity %s", ipam.Quote(from))})
+			"ipam-fn: adopted the owner's objects from the package with identity %s", vocab.Quote(from))})
 	}
 	for _, r := range rel {
 		kind, apiVersion := translate.KindName(r.GetKind()), ipamv1alpha1.APIVersion
@@ -203,7 +213,7 @@ func (s *setter) remove(sub *fn.SubObject, fields ...string) error {
 // writeStatus sets status.prefix, status.gateway (removed when empty) and
 // the conditions of o, touching only what differs; conditions of other
 // types are left alone. It reports whether anything changed.
-func writeStatus(o *fn.KubeObject, prefix, gateway string, conds []condition) (bool, error) {
+func writeStatus(o *fn.KubeObject, prefix, gateway string, conds []Condition) (bool, error) {
 	var s setter
 	if err := s.set(&o.SubObject, prefix, "status", "prefix"); err != nil {
 		return false, err
@@ -224,7 +234,7 @@ func writeStatus(o *fn.KubeObject, prefix, gateway string, conds []condition) (b
 // writeKptfileConditions sets one condition per claim in the Kptfile's
 // status.conditions and removes the conditions of claims the package no
 // longer holds; conditions of other producers are left alone.
-func writeKptfileConditions(k *fn.KubeObject, claims []condition) (bool, error) {
+func writeKptfileConditions(k *fn.KubeObject, claims []Condition) (bool, error) {
 	var s setter
 	list, _, err := k.NestedSlice("status", "conditions")
 	if err != nil {
@@ -232,7 +242,7 @@ func writeKptfileConditions(k *fn.KubeObject, claims []condition) (bool, error) 
 	}
 	want := map[string]bool{}
 	for _, c := range claims {
-		want[c.typ] = true
+		want[c.Type] = true
 	}
 	prefix := KptfileConditionType(ipamv1alpha1.KindIPAllocation, "")
 	kept := list[:0:0]
@@ -259,29 +269,65 @@ func writeKptfileConditions(k *fn.KubeObject, claims []condition) (bool, error) 
 	return s.changed, nil
 }
 
-// conditions writes conds into status.conditions. An empty message is
-// left out; lastTransitionTime is removed unless keepTime (it is not
-// deterministic).
-func (s *setter) conditions(status *fn.SubObject, conds []condition, keepTime bool) error {
+// SetKptfileCondition sets c in the status.conditions of the Kptfile k:
+// the engine's one writer of Kptfile conditions, which every client uses.
+// It writes only the four fields Condition owns, touching only those that
+// differ; the other fields of that condition (lastTransitionTime, fields
+// other tools wrote) and the other conditions are kept as they are, in
+// their order. A second condition of c's type is removed (conditions are
+// a map keyed by type). It reports whether anything changed.
+func SetKptfileCondition(k *fn.KubeObject, c Condition) (bool, error) {
+	var s setter
+	if err := s.conditions(k.UpsertMap("status"), []Condition{c}, true); err != nil {
+		return false, err
+	}
+	return s.changed, nil
+}
+
+// KptfileCondition returns the owned fields of the condition of type typ
+// in the status.conditions of the Kptfile k, and whether there is one.
+func KptfileCondition(k *fn.KubeObject, typ string) (Condition, bool) {
+	list, _, err := k.NestedSlice("status", "conditions")
+	if err != nil {
+		return Condition{}, false
+	}
+	for _, e := range list {
+		if e.GetString("type") == typ {
+			return Condition{Type: typ, Status: e.GetString("status"), Reason: e.GetString("reason"), Message: e.GetString("message")}, true
+		}
+	}
+	return Condition{}, false
+}
+
+// conditions writes conds into status.conditions, one condition per
+// type: a later duplicate of a type it writes is removed. An empty reason
+// or message is left out; lastTransitionTime is removed unless keepTime
+// (it is not deterministic). Other fields and other conditions are kept.
+func (s *setter) conditions(status *fn.SubObject, conds []Condition, keepTime bool) error {
 	list, _, err := status.NestedSlice("conditions")
 	if err != nil {
 		return fmt.Errorf("status.conditions must be a list of conditions: %w", err)
 	}
-	added := false
+	rewrite := false
 	for _, c := range conds {
 		var cur *fn.SubObject
-		for _, e := range list {
-			if t, _, _ := e.NestedString("type"); t == c.typ {
-				cur = e
-				break
+		list = slices.DeleteFunc(list, func(e *fn.SubObject) bool {
+			if t, _, _ := e.NestedString("type"); t != c.Type {
+				return false
 			}
-		}
+			if cur == nil {
+				cur = e
+				return false
+			}
+			rewrite = true // a duplicate
+			return true
+		})
 		if cur == nil {
 			cur = &fn.NewEmptyKubeObject().SubObject
 			list = append(list, cur)
-			added = true
+			rewrite = true
 		}
-		for _, kv := range [][2]string{{"type", c.typ}, {"status", c.status}, {"reason", c.reason}, {"message", c.message}} {
+		for _, kv := range [][2]string{{"type", c.Type}, {"status", c.Status}, {"reason", c.Reason}, {"message", c.Message}} {
 			var err error
 			if kv[1] == "" {
 				err = s.remove(cur, kv[0])
@@ -298,7 +344,7 @@ func (s *setter) conditions(status *fn.SubObject, conds []condition, keepTime bo
 			}
 		}
 	}
-	if added {
+	if rewrite {
 		s.changed = true
 		return status.SetSlice(list, "conditions")
 	}

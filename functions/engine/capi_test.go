@@ -1,4 +1,4 @@
-package pkgsync_test
+package engine_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 
+	"github.com/nephio-project/ipam/functions/engine"
 	"github.com/nephio-project/ipam/functions/internal/pkgtest"
-	"github.com/nephio-project/ipam/functions/pkgsync"
 	"github.com/nephio-project/ipam/service/server"
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
@@ -46,9 +46,9 @@ func addresses(t *testing.T, objs fn.KubeObjects) map[string]string {
 func TestClaimsRestoreToAFreshServer(t *testing.T) {
 	ctx := context.Background()
 	first := servertest.Start(t, server.Config{}, false)
-	cfg := pkgsync.Options{Server: first.Addr, Prune: true}
+	cfg := engine.Options{Server: first.Addr, Prune: true}
 	objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "capi.yaml", capiPool+capiClaim("c1")+capiClaim("c2"))
-	if _, _, err := pkgsync.Process(ctx, first.Client(t), cfg, &objs); err != nil {
+	if _, _, err := engine.Process(ctx, first.Client(t), cfg, &objs); err != nil {
 		t.Fatal(err)
 	}
 	if got := addresses(t, objs); got["c1"] != "10.30.0.10" || got["c2"] != "10.30.0.11" {
@@ -56,7 +56,7 @@ func TestClaimsRestoreToAFreshServer(t *testing.T) {
 	}
 	// Again on the same server: nothing moves.
 	before := pkgtest.Snapshot(objs)
-	if changed, _, err := pkgsync.Process(ctx, first.Client(t), cfg, &objs); err != nil || changed {
+	if changed, _, err := engine.Process(ctx, first.Client(t), cfg, &objs); err != nil || changed {
 		t.Fatalf("second run: changed %v, err %v", changed, err)
 	}
 
@@ -64,14 +64,14 @@ func TestClaimsRestoreToAFreshServer(t *testing.T) {
 	// new and first in the package, gets the next free one.
 	fresh := servertest.Start(t, server.Config{}, false)
 	cfg.Server = fresh.Addr
-	if changed, _, err := pkgsync.Process(ctx, fresh.Client(t), cfg, &objs); err != nil || changed {
+	if changed, _, err := engine.Process(ctx, fresh.Client(t), cfg, &objs); err != nil || changed {
 		t.Fatalf("restore: changed %v, err %v", changed, err)
 	}
 	if got := pkgtest.Snapshot(objs); !slices.Equal(got, before) {
 		t.Fatalf("the restore changed the package:\n%s", strings.Join(got, "\n"))
 	}
 	more := append(objs, pkgtest.Items(t, "more.yaml", capiClaim("c0"))...)
-	if _, _, err := pkgsync.Process(ctx, fresh.Client(t), cfg, &more); err != nil {
+	if _, _, err := engine.Process(ctx, fresh.Client(t), cfg, &more); err != nil {
 		t.Fatal(err)
 	}
 	if got := addresses(t, more); got["c0"] != "10.30.0.12" || got["c1"] != "10.30.0.10" || got["c2"] != "10.30.0.11" {
@@ -84,7 +84,7 @@ func TestClaimsRestoreToAFreshServer(t *testing.T) {
 // refuses are reported on the right object and field; nothing changes.
 func TestClaimErrors(t *testing.T) {
 	srv := servertest.Start(t, server.Config{}, false)
-	cfg := pkgsync.Options{Server: srv.Addr, Prune: true}
+	cfg := engine.Options{Server: srv.Addr, Prune: true}
 	for name, tc := range map[string]struct {
 		doc, kind, obj, field, msg string
 	}{
@@ -104,7 +104,7 @@ func TestClaimErrors(t *testing.T) {
 			objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "capi.yaml", tc.doc)
 			before := pkgtest.Snapshot(objs)
 			n := len(objs)
-			changed, results, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, &objs)
+			changed, results, err := engine.Process(context.Background(), srv.Client(t), cfg, &objs)
 			if changed || err == nil || len(objs) != n || !slices.Equal(pkgtest.Snapshot(objs), before) {
 				t.Fatalf("changed %v, err %v, %d items (was %d)", changed, err, len(objs), n)
 			}
@@ -124,9 +124,9 @@ func TestClaimErrors(t *testing.T) {
 // changes nothing.
 func TestPoolEditDroppingAnAddressIsRefused(t *testing.T) {
 	srv := servertest.Start(t, server.Config{}, false)
-	cfg := pkgsync.Options{Server: srv.Addr, Prune: true}
+	cfg := engine.Options{Server: srv.Addr, Prune: true}
 	objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "capi.yaml", capiPool+capiClaim("c1"))
-	if _, _, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, &objs); err != nil {
+	if _, _, err := engine.Process(context.Background(), srv.Client(t), cfg, &objs); err != nil {
 		t.Fatal(err)
 	}
 	kptfile := pkgtest.Find(t, objs, "Kptfile", "seed-pkg").String()
@@ -138,7 +138,7 @@ func TestPoolEditDroppingAnAddressIsRefused(t *testing.T) {
 		}
 	}
 	edited := pkgtest.Items(t, "Kptfile", kptfile, "capi.yaml", shrunk+claimDoc)
-	_, results, err := pkgsync.Process(context.Background(), srv.Client(t), cfg, &edited)
+	_, results, err := engine.Process(context.Background(), srv.Client(t), cfg, &edited)
 	if err == nil {
 		t.Fatal("the edit dropping 10.30.0.10 was accepted")
 	}
@@ -171,9 +171,9 @@ func m3Claim(name string) string {
 func TestMetal3ClaimsRestoreToAFreshServer(t *testing.T) {
 	ctx := context.Background()
 	first := servertest.Start(t, server.Config{}, false)
-	cfg := pkgsync.Options{Server: first.Addr, Prune: true}
+	cfg := engine.Options{Server: first.Addr, Prune: true}
 	objs := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "m3.yaml", m3Pool+m3Claim("a")+m3Claim("pre")+m3Claim("b"))
-	if _, _, err := pkgsync.Process(ctx, first.Client(t), cfg, &objs); err != nil {
+	if _, _, err := engine.Process(ctx, first.Client(t), cfg, &objs); err != nil {
 		t.Fatal(err)
 	}
 	names := func(objs fn.KubeObjects) []string {
@@ -194,7 +194,7 @@ func TestMetal3ClaimsRestoreToAFreshServer(t *testing.T) {
 	cfg.Server = fresh.Addr
 	// On the fresh server a new claim c comes first in the package.
 	more := append(pkgtest.Items(t, "c.yaml", m3Claim("c")), objs...)
-	if _, _, err := pkgsync.Process(ctx, fresh.Client(t), cfg, &more); err != nil {
+	if _, _, err := engine.Process(ctx, fresh.Client(t), cfg, &more); err != nil {
 		t.Fatal(err)
 	}
 	if got := names(more); !slices.Equal(got, []string{"pool1-10-31-0-10", "pool1-10-31-0-11", "pool1-10-31-0-12", "pool1-10-31-0-20"}) {
@@ -207,7 +207,7 @@ func TestMetal3ClaimsRestoreToAFreshServer(t *testing.T) {
 	}
 	// A claim of a pool that is not in the package names its field.
 	bad := pkgtest.Items(t, "Kptfile", pkgtest.Kptfile, "m3.yaml", strings.Replace(m3Claim("x"), "pool1", "nope", 1))
-	_, results, err := pkgsync.Process(ctx, fresh.Client(t), cfg, &bad)
+	_, results, err := engine.Process(ctx, fresh.Client(t), cfg, &bad)
 	if err == nil || len(results) != 1 || results[0].Field == nil || results[0].Field.Path != "spec.pool" || !strings.Contains(results[0].Message, `no IPPool "default/nope" in the package`) {
 		t.Fatalf("err %v, results %v", err, results)
 	}

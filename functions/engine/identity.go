@@ -1,4 +1,4 @@
-package pkgsync
+package engine
 
 import (
 	"crypto/sha256"
@@ -12,7 +12,7 @@ import (
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
-	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/api/vocab"
 )
 
 // Annotations of the root Kptfile that tie a package to its owner on
@@ -71,9 +71,9 @@ func readIdentity(k *fn.KubeObject, off bool) (identity, fn.Results) {
 	}
 	if v, ok := k.GetAnnotations()[AnnotationGeneration]; ok {
 		g, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		if err != nil || g > ipam.MaxGeneration {
+		if err != nil || g > vocab.MaxGeneration {
 			results = append(results, kptfileResult(k, annotationField(AnnotationGeneration), fmt.Sprintf(
-				"%s is not an owner generation (a number from 0 to %d, written by ipam-fn)", ipam.Quote(v), uint64(ipam.MaxGeneration)), "InvalidArgument"))
+				"%s is not an owner generation (a number from 0 to %d, written by ipam-fn)", vocab.Quote(v), uint64(vocab.MaxGeneration)), "InvalidArgument"))
 		}
 		idn.generation = g
 	}

@@ -1,11 +1,4 @@
-// Package pkgsync synchronizes the IPAM resources of a kpt package with
-// ipam-server: it reads the package's NetworkInstances, IPPrefixes and
-// IPAllocations (ipam.nephio.org/v1alpha1) into their typed form, makes
-// one Sync call through the shared translation (package translate), and
-// writes the answers into their status and into one condition per claim of
-// the root Kptfile. The KRM function ipam-fn and the Porch injector both
-// run it; each supplies its own Options.
-package pkgsync
+package engine
 
 import (
 	"context"
@@ -25,7 +18,7 @@ import (
 	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
-	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/api/vocab"
 )
 
 // DefaultTimeout bounds one run's call to ipam-server when Options sets
@@ -146,10 +139,10 @@ func inGroup(it *fn.KubeObject) bool {
 func unknownResult(it *fn.KubeObject) *fn.Result {
 	o := &object{item: it, kind: it.GetKind(), ns: it.GetNamespace(), name: it.GetName()}
 	if v := it.GetAPIVersion(); v != ipamv1alpha1.APIVersion {
-		return objectResult(o, "apiVersion", fmt.Sprintf("%s is not served by ipam-fn: use %s", ipam.Quote(v), ipamv1alpha1.APIVersion), "InvalidArgument")
+		return objectResult(o, "apiVersion", fmt.Sprintf("%s is not served by ipam-fn: use %s", vocab.Quote(v), ipamv1alpha1.APIVersion), "InvalidArgument")
 	}
 	return objectResult(o, "kind", fmt.Sprintf("%s is not a kind of %s: use %s, %s, %s, %s, %s or (for the functionConfig) %s",
-		ipam.Quote(it.GetKind()), ipamv1alpha1.APIVersion, ipamv1alpha1.KindNetworkInstance, ipamv1alpha1.KindIPPrefix,
+		vocab.Quote(it.GetKind()), ipamv1alpha1.APIVersion, ipamv1alpha1.KindNetworkInstance, ipamv1alpha1.KindIPPrefix,
 		ipamv1alpha1.KindIPAllocation, ipamv1alpha1.KindInClusterIPPool, ipamv1alpha1.KindGlobalInClusterIPPool, KindIPAMConfig), "InvalidArgument")
 }
 

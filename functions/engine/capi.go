@@ -1,4 +1,4 @@
-package pkgsync
+package engine
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
-	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/api/vocab"
 )
 
 // The Cluster API front in a package (GitOps mode). InClusterIPPools and
@@ -53,12 +53,12 @@ type alias struct{ object, ns, name string }
 
 // answers reports whether the item error it is about o.
 func (o *object) answers(it *ipamv1.ItemError) bool {
-	k := it.GetKey()
-	if o.kind == it.GetObject() && o.ns == k.GetNamespace() && o.name == k.GetName() {
+	k, kind := it.GetKey(), translate.ItemKind(it)
+	if o.kind == kind && o.ns == k.GetNamespace() && o.name == k.GetName() {
 		return true
 	}
 	for _, a := range o.aliases {
-		if a.object == it.GetObject() && (a.ns == k.GetNamespace() || a.object == ipam.ObjNetworkInstance) && a.name == k.GetName() {
+		if a.object == kind && (a.ns == k.GetNamespace() || a.object == vocab.ObjNetworkInstance) && a.name == k.GetName() {
 			return true
 		}
 	}
@@ -85,13 +85,13 @@ func (o *object) addPool(req *ipamv1.SyncRequest, owner string) ([]*translate.Fi
 		return w, err
 	}
 	for _, ni := range req.NetworkInstances[nis:] {
-		o.aliases = append(o.aliases, alias{ipam.ObjNetworkInstance, "", ni.GetKey().GetName()})
+		o.aliases = append(o.aliases, alias{vocab.ObjNetworkInstance, "", ni.GetKey().GetName()})
 	}
 	for _, x := range req.Prefixes[prefixes:] {
-		o.aliases = append(o.aliases, alias{ipam.ObjPrefix, ns, x.GetKey().GetName()})
+		o.aliases = append(o.aliases, alias{vocab.ObjPrefix, ns, x.GetKey().GetName()})
 	}
 	for _, r := range req.Ranges[ranges:] {
-		o.aliases = append(o.aliases, alias{ipam.ObjRange, ns, r.GetKey().GetName()})
+		o.aliases = append(o.aliases, alias{vocab.ObjRange, ns, r.GetKey().GetName()})
 	}
 	o.index = prefixes
 	o.pool = p
@@ -177,7 +177,7 @@ func addClaims(req *ipamv1.SyncRequest, owner string, objs []*object, items fn.K
 		}
 		o.claim.addr = addrs[translate.ID(o.ns, o.name)]
 		o.index = len(req.Allocations)
-		o.aliases = append(o.aliases, alias{ipam.ObjAllocation, o.ns, name})
+		o.aliases = append(o.aliases, alias{vocab.ObjAllocation, o.ns, name})
 		req.Allocations = append(req.Allocations, want)
 	}
 	return results
@@ -195,7 +195,7 @@ func claimRequest(owner string, key *ipamv1.Key, c *capiv1beta2.IPAddressClaim, 
 		ns = ""
 	case ipamv1alpha1.KindInClusterIPPool, ipamv1alpha1.KindIPPrefix:
 	default:
-		return nil, fmt.Errorf("%s is not a pool kind of %s: use %s, %s, %s or %s", ipam.Quote(ref.Kind), ipamv1alpha1.Group,
+		return nil, fmt.Errorf("%s is not a pool kind of %s: use %s, %s, %s or %s", vocab.Quote(ref.Kind), ipamv1alpha1.Group,
 			ipamv1alpha1.KindInClusterIPPool, ipamv1alpha1.KindGlobalInClusterIPPool, ipamv1alpha1.KindIPPrefix, ipamv1alpha1.KindNetworkInstance)
 	}
 	for _, o := range objs {
@@ -210,7 +210,7 @@ func claimRequest(owner string, key *ipamv1.Key, c *capiv1beta2.IPAddressClaim, 
 		}
 		return nil, fmt.Errorf("%s %s cannot be read", ref.Kind, translate.ID(ns, ref.Name))
 	}
-	return nil, fmt.Errorf("no %s %s in the package", ref.Kind, ipam.Quote(translate.ID(ns, ref.Name)))
+	return nil, fmt.Errorf("no %s %s in the package", ref.Kind, vocab.Quote(translate.ID(ns, ref.Name)))
 }
 
 // pinClaims makes the claims whose IPAddress the package already holds ask
@@ -290,8 +290,8 @@ func writeClaim(o *object, res *ipamv1.Result) (claimOutput, bool, error) {
 	if err := s.set(status, o.name, "addressRef", "name"); err != nil {
 		return claimOutput{}, false, err
 	}
-	if err := s.conditions(status, []condition{{typ: capiv1beta2.ConditionReady, status: "True",
-		reason: capiv1beta2.ReasonReady, message: "allocated " + res.GetPrefix()}}, false); err != nil {
+	if err := s.conditions(status, []Condition{{Type: capiv1beta2.ConditionReady, Status: "True",
+		Reason: capiv1beta2.ReasonReady, Message: "allocated " + res.GetPrefix()}}, false); err != nil {
 		return claimOutput{}, false, err
 	}
 	if o.claim.addr != nil {
@@ -409,15 +409,15 @@ func DeclaredByFronts(owner string, items fn.KubeObjects) []Declared {
 			for _, a := range o.aliases {
 				d := Declared{Kind: a.object, Namespace: a.ns, Name: a.name, Item: o.item}
 				switch a.object {
-				case ipam.ObjRange:
+				case vocab.ObjRange:
 					continue // ranges are not audited
-				case ipam.ObjPrefix:
+				case vocab.ObjPrefix:
 					for _, p := range req.GetPrefixes() {
 						if p.GetKey().GetName() == a.name && p.GetKey().GetNamespace() == a.ns {
 							d.Prefix = p.GetPrefix()
 						}
 					}
-				case ipam.ObjAllocation: // a Metal3 address taken by hand
+				case vocab.ObjAllocation: // a Metal3 address taken by hand
 					for _, x := range req.GetAllocations() {
 						if x.GetKey().GetName() == a.name && x.GetKey().GetNamespace() == a.ns {
 							d.Prefix, d.AddressOnly = x.GetPrefix(), true
@@ -427,7 +427,7 @@ func DeclaredByFronts(owner string, items fn.KubeObjects) []Declared {
 				out = append(out, d)
 			}
 		case o.claim != nil && len(o.aliases) > 0:
-			d := Declared{Kind: ipam.ObjAllocation, Namespace: o.ns, Name: o.aliases[0].name, Item: o.item, AddressOnly: o.claim.m3 != nil}
+			d := Declared{Kind: vocab.ObjAllocation, Namespace: o.ns, Name: o.aliases[0].name, Item: o.item, AddressOnly: o.claim.m3 != nil}
 			if a := o.claim.addr; a != nil {
 				addr, _, _ := a.NestedString("spec", "address")
 				bits, found, _ := a.NestedInt64("spec", "prefix")

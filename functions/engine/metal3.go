@@ -1,4 +1,4 @@
-package pkgsync
+package engine
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
-	"github.com/nephio-project/ipam/service/ipam"
+	"github.com/nephio-project/ipam/api/vocab"
 )
 
 // The Metal3 front in a package (GitOps mode). IPPools join the
@@ -45,13 +45,13 @@ func (o *object) addMetal3Pool(req *ipamv1.SyncRequest, owner string, items fn.K
 		return w, err
 	}
 	for _, ni := range req.NetworkInstances[nis:] {
-		o.aliases = append(o.aliases, alias{ipam.ObjNetworkInstance, "", ni.GetKey().GetName()})
+		o.aliases = append(o.aliases, alias{vocab.ObjNetworkInstance, "", ni.GetKey().GetName()})
 	}
 	for _, x := range req.Prefixes[prefixes:] {
-		o.aliases = append(o.aliases, alias{ipam.ObjPrefix, o.ns, x.GetKey().GetName()})
+		o.aliases = append(o.aliases, alias{vocab.ObjPrefix, o.ns, x.GetKey().GetName()})
 	}
 	for _, r := range req.Ranges[ranges:] {
-		o.aliases = append(o.aliases, alias{ipam.ObjRange, o.ns, r.GetKey().GetName()})
+		o.aliases = append(o.aliases, alias{vocab.ObjRange, o.ns, r.GetKey().GetName()})
 	}
 	for _, it := range items {
 		if !isMetal3(it, metal3v1alpha1.KindIPAddress) || it.GetNamespace() != o.ns {
@@ -65,7 +65,7 @@ func (o *object) addMetal3Pool(req *ipamv1.SyncRequest, owner string, items fn.K
 			continue
 		}
 		x := p.External(owner, owner, it.GetName(), a.Unmap())
-		o.aliases = append(o.aliases, alias{ipam.ObjAllocation, o.ns, x.GetKey().GetName()})
+		o.aliases = append(o.aliases, alias{vocab.ObjAllocation, o.ns, x.GetKey().GetName()})
 		req.Allocations = append(req.Allocations, x)
 	}
 	o.index = prefixes
@@ -104,7 +104,7 @@ func addMetal3Claim(req *ipamv1.SyncRequest, owner string, o *object, objs []*ob
 	}
 	if pool == nil {
 		return &translate.FieldError{Kind: o.kind, Namespace: o.ns, Name: o.name, Field: "spec.pool",
-			Msg: fmt.Sprintf("no IPPool %s in the package", ipam.Quote(translate.ID(ns, c.Spec.Pool.Name)))}
+			Msg: fmt.Sprintf("no IPPool %s in the package", vocab.Quote(translate.ID(ns, c.Spec.Pool.Name)))}
 	}
 	key := &ipamv1.Key{Owner: owner, Namespace: o.ns, Name: translate.PackageMetal3ClaimName(o.name)}
 	want, err := pool.m3pool.Metal3Claim(owner, key, c.Annotations[metal3v1alpha1.AnnotationIPAddress])
@@ -118,7 +118,7 @@ func addMetal3Claim(req *ipamv1.SyncRequest, owner string, o *object, objs []*ob
 	o.claim.pool = pool
 	o.claim.addr = addrs[translate.ID(o.ns, o.name)]
 	o.index = len(req.Allocations)
-	o.aliases = append(o.aliases, alias{ipam.ObjAllocation, o.ns, key.GetName()})
+	o.aliases = append(o.aliases, alias{vocab.ObjAllocation, o.ns, key.GetName()})
 	req.Allocations = append(req.Allocations, want)
 	return nil
 }

@@ -1,4 +1,4 @@
-package pkgsync
+package engine
 
 import (
 	"strings"
