@@ -157,22 +157,9 @@ func (r nvidiaPoolKind) servePool(ctx context.Context, pool *nvv1alpha1.IPPool, 
 	if err == nil {
 		sync, err = p.Sync(r.owner)
 	}
-	if err != nil {
-		return outcome{synced: true, message: err.Error(), retry: retryResync}, nil, nil, nil
-	}
-	if _, err := r.ipam.Sync(ctx, sync); err != nil {
-		o := classify(err, "")
-		if !o.synced {
-			return o, nil, nil, fmt.Errorf("ipam-server: %w", err)
-		}
-		return o, nil, nil, nil
-	}
-	matching, o, err := r.matchingNodes(ctx, pool.Spec.NodeSelector, "IPPool "+translate.ID(pool.Namespace, pool.Name))
-	if err != nil || o != nil {
-		return ptrOr(o), nil, nil, err
-	}
-	if err := r.releaseOthers(ctx, id, matching); err != nil {
-		return outcome{}, nil, nil, err
+	matching, stop, err := r.syncNodes(ctx, sync, err, pool.Spec.NodeSelector, "IPPool "+translate.ID(pool.Namespace, pool.Name), id)
+	if err != nil || stop != nil {
+		return ptrOr(stop), nil, nil, err
 	}
 	var allocs []nvv1alpha1.Allocation
 	var exhausted []string
@@ -183,11 +170,8 @@ func (r nvidiaPoolKind) servePool(ctx context.Context, pool *nvv1alpha1.IPPool, 
 			exhausted = append(exhausted, node)
 			continue
 		case err != nil:
-			o := classify(err, "")
-			if !o.synced {
-				return o, nil, nil, fmt.Errorf("ipam-server: %w", err)
-			}
-			return o, nil, nil, nil
+			o, err := verdictOf(err)
+			return o, nil, nil, err
 		}
 		start, end, err := translate.BlockRange(resp.GetResult())
 		if err != nil {
@@ -196,6 +180,36 @@ func (r nvidiaPoolKind) servePool(ctx context.Context, pool *nvv1alpha1.IPPool, 
 		allocs = append(allocs, nvv1alpha1.Allocation{NodeName: node, StartIP: start, EndIP: end})
 	}
 	return outcome{synced: true, ready: true, message: fmt.Sprintf("%d node(s) hold a block", len(allocs)), retry: retryResync}, allocs, exhausted, nil
+}
+
+// syncNodes makes ipam-server hold the pool as sync says (or reports
+// perr, the spec's error), releases what the nodes that no longer match
+// sel hold in the pool's network instance id, and returns the matching
+// nodes, sorted. stop is the outcome that ends serving the pool (named
+// after what); err is a failure to reach the API server or ipam-server.
+func (r nvidiaBase) syncNodes(ctx context.Context, sync *ipamv1.SyncRequest, perr error, sel *corev1.NodeSelector, what, id string) (matching []string, stop *outcome, err error) {
+	if perr != nil {
+		return nil, &outcome{synced: true, message: perr.Error(), retry: retryResync}, nil
+	}
+	if _, err := r.ipam.Sync(ctx, sync); err != nil {
+		o, err := verdictOf(err)
+		return nil, &o, err
+	}
+	matching, stop, err = r.matchingNodes(ctx, sel, what)
+	if err != nil || stop != nil {
+		return nil, stop, err
+	}
+	return matching, nil, r.releaseOthers(ctx, id, matching)
+}
+
+// verdictOf is the outcome of ipam-server's refusal err, or the error
+// when it did not answer.
+func verdictOf(err error) (outcome, error) {
+	o := classify(err, "")
+	if !o.synced {
+		return o, fmt.Errorf("ipam-server: %w", err)
+	}
+	return o, nil
 }
 
 // ptrOr is *o, or the zero outcome.

@@ -58,22 +58,9 @@ func (r nvidiaCIDRPoolKind) servePool(ctx context.Context, pool *nvv1alpha1.CIDR
 	if err == nil {
 		sync, err = p.Sync(r.owner)
 	}
-	if err != nil {
-		return outcome{synced: true, message: err.Error(), retry: retryResync}, nil, nil, nil
-	}
-	if _, err := r.ipam.Sync(ctx, sync); err != nil {
-		o := classify(err, "")
-		if !o.synced {
-			return o, nil, nil, fmt.Errorf("ipam-server: %w", err)
-		}
-		return o, nil, nil, nil
-	}
-	matching, o, err := r.matchingNodes(ctx, pool.Spec.NodeSelector, "CIDRPool "+translate.ID(pool.Namespace, pool.Name))
-	if err != nil || o != nil {
-		return ptrOr(o), nil, nil, err
-	}
-	if err := r.releaseOthers(ctx, id, matching); err != nil {
-		return outcome{}, nil, nil, err
+	matching, stop, err := r.syncNodes(ctx, sync, err, pool.Spec.NodeSelector, "CIDRPool "+translate.ID(pool.Namespace, pool.Name), id)
+	if err != nil || stop != nil {
+		return ptrOr(stop), nil, nil, err
 	}
 	// Static allocations first, so that no dynamic one takes their prefix.
 	order := make([]string, 0, len(matching))
@@ -96,11 +83,8 @@ func (r nvidiaCIDRPoolKind) servePool(ctx context.Context, pool *nvv1alpha1.CIDR
 			exhausted = append(exhausted, node)
 			continue
 		case err != nil:
-			o := classify(err, "")
-			if !o.synced {
-				return o, nil, nil, fmt.Errorf("ipam-server: %w", err)
-			}
-			return o, nil, nil, nil
+			o, err := verdictOf(err)
+			return o, nil, nil, err
 		}
 		pfx, err := netip.ParsePrefix(resp.GetResult().GetPrefix())
 		if err != nil {
