@@ -93,7 +93,7 @@ fuzz: ## run every Fuzz* target for FUZZTIME (default 20s) each
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg" < /dev/null; \
 	done <<< "$$targets"
 
-generate: generate-api generate-proto blueprint-crds capi-crds ## regenerate all committed generated code
+generate: generate-api generate-proto blueprint-crds blueprint-rbac capi-crds ## regenerate all committed generated code
 
 generate-api: controller-gen ## regenerate deepcopy and CRD YAML of api/ipam, api/metal3 and api/nvidia, deepcopy of the api/capi mirrors
 	rm -f api/ipam/v1alpha1/crds/*.yaml
@@ -103,6 +103,14 @@ generate-api: controller-gen ## regenerate deepcopy and CRD YAML of api/ipam, ap
 	$(CONTROLLER_GEN) object paths=./api/metal3/... crd paths=./api/metal3/... output:crd:artifacts:config=api/metal3/v1alpha1/crds
 	rm -f api/nvidia/v1alpha1/crds/*.yaml
 	$(CONTROLLER_GEN) object paths=./api/nvidia/... crd paths=./api/nvidia/... output:crd:artifacts:config=api/nvidia/v1alpha1/crds
+
+# ipam-controller's ClusterRoles, one per blueprint, from the
+# +kubebuilder:rbac markers of service/fronts/controllers/rbac_*.go
+# (TestBlueprintRBACGenerated fails when they drift).
+.PHONY: blueprint-rbac
+
+blueprint-rbac: controller-gen ## generate ipam-controller's ClusterRoles in the blueprints from the +kubebuilder:rbac markers
+	service/fronts/controllers/rbac.sh $(CONTROLLER_GEN) .
 
 # The Cluster API CRDs the Cluster API front serves claims of, copied from
 # the sigs.k8s.io/cluster-api module (never written by hand).
@@ -148,10 +156,14 @@ protoc-gen-go-grpc: ## install the pinned protoc-gen-go-grpc under bin/ unless i
 		GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION); \
 	fi
 
-verify: generate ## fail if committed generated code under api/ (or the blueprint's CRDs) is stale
-	@untracked=$$(git ls-files --others --exclude-standard -- api/ blueprints/ipam/crds/ blueprints/ipam-metal3/crds/ blueprints/ipam-nvidia/crds/); \
-	if ! git diff --quiet -- api/ blueprints/ipam/crds/ blueprints/ipam-metal3/crds/ blueprints/ipam-nvidia/crds/ || [ -n "$$untracked" ]; then \
-		git --no-pager diff --stat -- api/ blueprints/ipam/crds/ blueprints/ipam-metal3/crds/ blueprints/ipam-nvidia/crds/; \
+GENERATED := api/ blueprints/ipam/crds/ blueprints/ipam-metal3/crds/ blueprints/ipam-nvidia/crds/ \
+	blueprints/ipam/rbac-controller-role.yaml blueprints/ipam-metal3/rbac-controller-metal3-role.yaml \
+	blueprints/ipam-nvidia/rbac-controller-nvidia-role.yaml
+
+verify: generate ## fail if committed generated code under api/ (or the blueprints' CRDs and ClusterRoles) is stale
+	@untracked=$$(git ls-files --others --exclude-standard -- $(GENERATED)); \
+	if ! git diff --quiet -- $(GENERATED) || [ -n "$$untracked" ]; then \
+		git --no-pager diff --stat -- $(GENERATED); \
 		for f in $$untracked; do echo "untracked: $$f"; done; \
 		echo "verify: generated code under api/ is stale or not committed; run 'make generate' and commit the result" >&2; \
 		exit 1; \

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,94 +70,118 @@ func indexByCluster(obj client.Object) []string {
 	return nil
 }
 
-// ClaimReconciler serves Cluster API IPAddressClaims whose poolRef names
+// capiClaimKind adapts Cluster API IPAddressClaims whose poolRef names
 // an ipam.nephio.org pool (InClusterIPPool, GlobalInClusterIPPool,
-// IPPrefix or NetworkInstance): it allocates from ipam-server, creates
-// the IPAddress named after the claim and releases it with the claim.
-// IPAddresses that exist without the server knowing them (after
-// clusterctl move to a management cluster with a fresh ipam-server) are
-// adopted, each as an allocation of exactly its address, before the pool
-// hands out anything new.
-type ClaimReconciler struct {
-	reconciler
-	adoption
+// IPPrefix or NetworkInstance) or a Metal3 IPPool: an address allocated
+// from ipam-server, the IPAddress named after the claim created, both
+// released with the claim. IPAddresses that exist without the server
+// knowing them (after clusterctl move to a management cluster with a
+// fresh ipam-server) are adopted, each as an allocation of exactly its
+// address, before the pool hands out anything new.
+type capiClaimKind struct {
+	*reconciler
+	*adoption
 	// clusters is false when the Cluster CRD is not installed: claims
 	// then belong to no cluster that could pause them.
 	clusters bool
 }
 
-// Reconcile brings one IPAddressClaim, its IPAddress and ipam-server in
-// line.
-func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var claim capiv1beta2.IPAddressClaim
-	if err := r.client.Get(ctx, req.NamespacedName, &claim); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !ourPool(claim.Spec.PoolRef) {
-		return ctrl.Result{}, nil
-	}
-	cluster, err := r.cluster(ctx, &claim)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if isPaused(&claim, cluster) {
-		// Nothing moves while paused, deletion included: clusterctl move
-		// deletes the claims it copied without their addresses going.
-		log.FromContext(ctx).V(1).Info("paused")
-		return ctrl.Result{}, nil
-	}
-	if !claim.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.release(ctx, &claim)
-	}
-	var addr capiv1beta2.IPAddress
-	err = r.client.Get(ctx, req.NamespacedName, &addr)
-	switch {
-	case apierrors.IsNotFound(err):
-		if cluster != nil && !cluster.DeletionTimestamp.IsZero() {
-			return ctrl.Result{}, nil // no new address for a cluster going away
-		}
-	case err != nil:
-		return ctrl.Result{}, err
-	}
-	exists := err == nil
-	if err := r.ensureFinalizerNamed(ctx, &claim, ReleaseAddressFinalizer); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	orig := claim.DeepCopy()
+func (capiClaimKind) finalizer() string { return ReleaseAddressFinalizer }
 
+func (capiClaimKind) conditions(claim *capiv1beta2.IPAddressClaim) *[]metav1.Condition {
+	return &claim.Status.Conditions
+}
+
+func (capiClaimKind) status(claim *capiv1beta2.IPAddressClaim) any { return claim.Status }
+
+// skip leaves alone the claims of other providers' pools, and the claims
+// that are paused: nothing moves while paused, deletion included, since
+// clusterctl move deletes the claims it copied without their addresses
+// going.
+func (r capiClaimKind) skip(ctx context.Context, claim *capiv1beta2.IPAddressClaim) (bool, error) {
+	if !ourPool(claim.Spec.PoolRef) {
+		return true, nil
+	}
+	cluster, err := r.cluster(ctx, claim)
+	if err != nil {
+		return false, err
+	}
+	if isPaused(claim, cluster) {
+		log.FromContext(ctx).Info("paused: nothing done", "pool", claimPool(claim))
+		return true, nil
+	}
+	return false, nil
+}
+
+func (r capiClaimKind) release(ctx context.Context, claim *capiv1beta2.IPAddressClaim) (ctrl.Result, error) {
+	return ctrl.Result{}, r.releaseClaim(ctx, claim)
+}
+
+// admit gives no new address to a claim of a cluster going away.
+func (r capiClaimKind) admit(ctx context.Context, claim *capiv1beta2.IPAddressClaim) (bool, error) {
+	if _, err := r.address(ctx, claim); !apierrors.IsNotFound(err) {
+		return true, err
+	}
+	cluster, err := r.cluster(ctx, claim)
+	if err != nil {
+		return false, err
+	}
+	return cluster == nil || cluster.DeletionTimestamp.IsZero(), nil
+}
+
+// address is the claim's IPAddress (named after it).
+func (r capiClaimKind) address(ctx context.Context, claim *capiv1beta2.IPAddressClaim) (*capiv1beta2.IPAddress, error) {
+	var addr capiv1beta2.IPAddress
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}, &addr); err != nil {
+		return nil, err
+	}
+	return &addr, nil
+}
+
+// claimPool names the pool of a claim for the log: kind/namespace/name.
+func claimPool(claim *capiv1beta2.IPAddressClaim) string {
+	ref := claim.Spec.PoolRef
+	return poolKey(ref.Kind, poolNamespace(ref.Kind, claim.Namespace), ref.Name)
+}
+
+func (r capiClaimKind) serve(ctx context.Context, claim *capiv1beta2.IPAddressClaim) (verdict, error) {
 	var o claimOutcome
-	if exists {
-		o = r.keep(ctx, &claim, &addr)
-	} else {
-		o = r.allocate(ctx, &claim)
+	switch addr, err := r.address(ctx, claim); {
+	case err == nil:
+		o = r.keep(ctx, claim, addr)
+	case apierrors.IsNotFound(err):
+		o = r.allocate(ctx, claim)
+	default:
+		return verdict{}, err
 	}
 	if o.err != nil && o.reason == "" {
-		return ctrl.Result{}, o.err // the API server or ipam-server did not answer
+		return verdict{}, o.err // the API server or ipam-server did not answer
 	}
 	cond := metav1.Condition{Type: capiv1beta2.ConditionReady, Status: metav1.ConditionTrue,
 		Reason: capiv1beta2.ReasonReady, Message: o.message, ObservedGeneration: claim.Generation}
+	v := verdict{o: outcome{synced: true, ready: true, message: o.message, retry: retryResync}, action: "Allocate", pool: claimPool(claim)}
 	if o.reason != capiv1beta2.ReasonReady {
 		cond.Status, cond.Reason = metav1.ConditionFalse, o.reason
+		v.o.ready, v.o.retry = false, retryBackoff
 	} else {
 		claim.Status.AddressRef = capiv1beta2.IPAddressReference{Name: claim.Name}
 	}
 	meta.SetStatusCondition(&claim.Status.Conditions, cond)
-	if !equality.Semantic.DeepEqual(orig.Status, claim.Status) {
-		if err := r.client.Status().Patch(ctx, &claim, client.MergeFrom(orig)); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		if was := meta.IsStatusConditionTrue(orig.Status.Conditions, capiv1beta2.ConditionReady); was != (cond.Status == metav1.ConditionTrue) {
-			kind := corev1.EventTypeNormal
-			if cond.Status != metav1.ConditionTrue {
-				kind = corev1.EventTypeWarning
-			}
-			r.event(&claim, kind, cond.Reason, "Allocate", cond.Message)
-		}
+	return v, nil
+}
+
+// report records an event when the claim turns Ready or stops being so,
+// with the reason of its Ready condition.
+func (r capiClaimKind) report(orig, claim *capiv1beta2.IPAddressClaim, v verdict) {
+	if meta.IsStatusConditionTrue(orig.Status.Conditions, capiv1beta2.ConditionReady) == v.o.ready {
+		return
 	}
-	if o.reason == capiv1beta2.ReasonReady {
-		return ctrl.Result{RequeueAfter: r.resync}, nil
+	cond := meta.FindStatusCondition(claim.Status.Conditions, capiv1beta2.ConditionReady)
+	kind := corev1.EventTypeNormal
+	if !v.o.ready {
+		kind = corev1.EventTypeWarning
 	}
-	return ctrl.Result{RequeueAfter: backoff(claim.Status.Conditions, capiv1beta2.ConditionReady, r.now(), r.resync)}, nil
+	r.event(claim, kind, cond.Reason, v.action, cond.Message)
 }
 
 // claimOutcome is how a claim's reconcile ended: reason is the Ready
@@ -188,7 +211,7 @@ func failed(err error) claimOutcome {
 
 // cluster is the claim's Cluster, or nil when it names none or the
 // Cluster is not there.
-func (r *ClaimReconciler) cluster(ctx context.Context, claim *capiv1beta2.IPAddressClaim) (*capicorev1beta2.Cluster, error) {
+func (r capiClaimKind) cluster(ctx context.Context, claim *capiv1beta2.IPAddressClaim) (*capicorev1beta2.Cluster, error) {
 	return getCluster(ctx, r.client, r.clusters, claim.Namespace, clusterOf(claim))
 }
 
@@ -226,7 +249,7 @@ func isPaused(obj client.Object, cluster *capicorev1beta2.Cluster) bool {
 // request is the allocation the claim asks ipam-server for and the pool
 // it names, or the outcome that stops it: a pool that is missing or not
 // ready.
-func (r *ClaimReconciler) request(ctx context.Context, claim *capiv1beta2.IPAddressClaim) (*ipamv1.Allocation, client.Object, *claimOutcome) {
+func (r capiClaimKind) request(ctx context.Context, claim *capiv1beta2.IPAddressClaim) (*ipamv1.Allocation, client.Object, *claimOutcome) {
 	ref := claim.Spec.PoolRef
 	ns := poolNamespace(ref.Kind, claim.Namespace)
 	key := types.NamespacedName{Namespace: ns, Name: ref.Name}
@@ -283,7 +306,7 @@ func (r *ClaimReconciler) request(ctx context.Context, claim *capiv1beta2.IPAddr
 
 // allocate gets a new address for a claim without an IPAddress and
 // creates the IPAddress.
-func (r *ClaimReconciler) allocate(ctx context.Context, claim *capiv1beta2.IPAddressClaim) claimOutcome {
+func (r capiClaimKind) allocate(ctx context.Context, claim *capiv1beta2.IPAddressClaim) claimOutcome {
 	want, pool, stop := r.request(ctx, claim)
 	if stop != nil {
 		return *stop
@@ -338,7 +361,7 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *capiv1beta2.IPAdd
 
 // keep checks that ipam-server holds the address of a claim's IPAddress,
 // and adopts it when the server does not know it.
-func (r *ClaimReconciler) keep(ctx context.Context, claim *capiv1beta2.IPAddressClaim, addr *capiv1beta2.IPAddress) claimOutcome {
+func (r capiClaimKind) keep(ctx context.Context, claim *capiv1beta2.IPAddressClaim, addr *capiv1beta2.IPAddress) claimOutcome {
 	if !metav1.IsControlledBy(addr, claim) && len(addr.OwnerReferences) > 0 {
 		return claimOutcome{reason: capiv1beta2.ReasonAllocationFailed,
 			message: fmt.Sprintf("%s %s: an IPAddress of that name exists and belongs to another claim", capiv1beta2.KindIPAddressClaim, translate.ID(claim.Namespace, claim.Name))}
@@ -356,7 +379,7 @@ func (r *ClaimReconciler) keep(ctx context.Context, claim *capiv1beta2.IPAddress
 // pool before the pool hands out a new address: after clusterctl move the
 // IPAddresses arrive before the claims are reconciled, and a fresh server
 // must not hand their addresses out again.
-func (r *ClaimReconciler) adoptPool(ctx context.Context, claim *capiv1beta2.IPAddressClaim) error {
+func (r capiClaimKind) adoptPool(ctx context.Context, claim *capiv1beta2.IPAddressClaim) error {
 	ref := claim.Spec.PoolRef
 	var list capiv1beta2.IPAddressList
 	if err := r.client.List(ctx, &list, client.MatchingFields{indexPool: poolKey(ref.Kind, poolNamespace(ref.Kind, claim.Namespace), ref.Name)}); err != nil {
@@ -379,7 +402,7 @@ func (r *ClaimReconciler) adoptPool(ctx context.Context, claim *capiv1beta2.IPAd
 // adopt makes ipam-server hold addr for its claim (holdExactly). The
 // outcome is non-nil when the server refuses, or holds another address
 // for the claim.
-func (r *ClaimReconciler) adopt(ctx context.Context, addr *capiv1beta2.IPAddress) (*claimOutcome, error) {
+func (r capiClaimKind) adopt(ctx context.Context, addr *capiv1beta2.IPAddress) (*claimOutcome, error) {
 	ip, perr := netip.ParseAddr(addr.Spec.Address)
 	if perr != nil {
 		return &claimOutcome{reason: capiv1beta2.ReasonAllocationFailed,
@@ -418,9 +441,9 @@ func (r *ClaimReconciler) adopt(ctx context.Context, addr *capiv1beta2.IPAddress
 // errStopped tells holdExactly that want's caller recorded why it stops.
 var errStopped = errors.New("stopped")
 
-// release gives a deleted claim's address back to its pool, deletes its
+// releaseClaim gives a deleted claim's address back to its pool, deletes its
 // IPAddress and lets the claim go.
-func (r *ClaimReconciler) release(ctx context.Context, claim *capiv1beta2.IPAddressClaim) error {
+func (r capiClaimKind) releaseClaim(ctx context.Context, claim *capiv1beta2.IPAddressClaim) error {
 	if !controllerutil.ContainsFinalizer(claim, ReleaseAddressFinalizer) {
 		return nil
 	}
@@ -450,5 +473,6 @@ func (r *ClaimReconciler) release(ctx context.Context, claim *capiv1beta2.IPAddr
 	if err := r.client.Patch(ctx, claim, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return client.IgnoreNotFound(err)
 	}
+	log.FromContext(ctx).Info("released", "action", "Release", "pool", claimPool(claim))
 	return nil
 }

@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -78,46 +78,56 @@ func capiPool(obj client.Object) (kind string, spec *ipamv1alpha1.InClusterIPPoo
 	panic(fmt.Sprintf("not a Cluster API pool: %T", obj))
 }
 
-// PoolReconciler makes ipam-server hold each InClusterIPPool or
-// GlobalInClusterIPPool as its spec says (one Sync of the pool's own
-// owner, refused as a whole when it would drop an allocated address),
-// counts its addresses into status.ipAddresses, and holds a deleted pool
-// until no IPAddress uses it.
-type PoolReconciler struct {
-	reconciler
-	// newPool makes an empty pool of the reconciled kind.
-	newPool func() client.Object
+// capiPoolKind adapts InClusterIPPools and GlobalInClusterIPPools (either
+// kind, as client.Object): ipam-server holds each pool as its spec says
+// (one Sync of the pool's own owner, refused as a whole when it would
+// drop an allocated address), status.ipAddresses counts its addresses,
+// and a deleted pool is held until no IPAddress uses it.
+type capiPoolKind struct{ *reconciler }
+
+func (capiPoolKind) conditions(pool client.Object) *[]metav1.Condition {
+	_, _, st := capiPool(pool)
+	return &st.Conditions
 }
 
-// Reconcile brings one pool and ipam-server in line.
-func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	pool := r.newPool()
-	if err := r.client.Get(ctx, req.NamespacedName, pool); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	kind, spec, st := capiPool(pool)
+func (capiPoolKind) status(pool client.Object) any {
+	_, _, st := capiPool(pool)
+	return st
+}
+
+// addresses are the IPAddresses that use pool.
+func (r capiPoolKind) addresses(ctx context.Context, pool client.Object) ([]capiv1beta2.IPAddress, error) {
+	kind, _, _ := capiPool(pool)
 	var addrs capiv1beta2.IPAddressList
 	if err := r.client.List(ctx, &addrs, client.MatchingFields{indexPool: poolKey(kind, pool.GetNamespace(), pool.GetName())}); err != nil {
+		return nil, err
+	}
+	return addrs.Items, nil
+}
+
+func (r capiPoolKind) release(ctx context.Context, pool client.Object) (ctrl.Result, error) {
+	addrs, err := r.addresses(ctx, pool)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !pool.GetDeletionTimestamp().IsZero() {
-		return r.finalize(ctx, pool, &st.Conditions, "DeletePool", func() error {
-			if n := len(addrs.Items); n > 0 {
-				a := &addrs.Items[0]
-				return poolInUse(kind+" "+translate.ID(pool.GetNamespace(), pool.GetName()), n, translate.ID(a.Namespace, a.Name), a.Spec.Address)
-			}
-			_, err := r.ipam.Sync(ctx, &ipamv1.SyncRequest{Owner: translate.PoolID(r.owner, kind, pool.GetNamespace(), pool.GetName()), Prune: true})
-			return err
-		})
-	}
-	if err := r.ensureFinalizer(ctx, pool); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	orig := pool.DeepCopyObject().(client.Object)
-	_, _, origSt := capiPool(orig)
+	kind, _, st := capiPool(pool)
+	return r.finalize(ctx, pool, &st.Conditions, "DeletePool", func() error {
+		if n := len(addrs); n > 0 {
+			a := &addrs[0]
+			return poolInUse(kind+" "+translate.ID(pool.GetNamespace(), pool.GetName()), n, translate.ID(a.Namespace, a.Name), a.Spec.Address)
+		}
+		_, err := r.ipam.Sync(ctx, &ipamv1.SyncRequest{Owner: translate.PoolID(r.owner, kind, pool.GetNamespace(), pool.GetName()), Prune: true})
+		return err
+	})
+}
 
+func (r capiPoolKind) serve(ctx context.Context, pool client.Object) (verdict, error) {
+	addrs, err := r.addresses(ctx, pool)
+	if err != nil {
+		return verdict{}, err
+	}
+	kind, spec, st := capiPool(pool)
 	var o outcome
-	var err error
 	parsed, perr := translate.ParsePool(kind, pool.GetNamespace(), pool.GetName(), spec)
 	var sync *ipamv1.SyncRequest
 	if perr == nil {
@@ -131,10 +141,9 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	setConditions(&st.Conditions, o, pool.GetGeneration())
 	if parsed != nil {
-		st.Addresses = poolSummary(parsed, addrs.Items)
+		st.Addresses = poolSummary(parsed, addrs)
 	}
-	changed := !equality.Semantic.DeepEqual(origSt, st)
-	return r.finish(ctx, pool, orig, st.Conditions, origSt.Conditions, o, changed, "SyncPool", err)
+	return verdict{o: o, err: err, action: "SyncPool"}, nil
 }
 
 // poolInUse is the refusal to delete the pool what while n IPAddresses

@@ -72,7 +72,7 @@ func served(mgr ctrl.Manager, gv schema.GroupVersion, kind string) (bool, error)
 // name a Metal3 IPPool when the metal3 front (nil: not asked for) is on;
 // claims is set to the claim controller once the front is on, so that a
 // Metal3 front turning on later adds its pools' watch to it.
-func capiFront(mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error), metal3 *front, claims *controller.Controller) *front {
+func capiFront(mgr ctrl.Manager, base *reconciler, hook func(string, types.NamespacedName, ctrl.Result, error), metal3 *front, claims *controller.Controller) *front {
 	var clusters bool
 	f := &front{name: "Cluster API"}
 	f.missing = func(ctx context.Context) (string, error) {
@@ -107,7 +107,7 @@ func capiFront(mgr ctrl.Manager, base reconciler, hook func(string, types.Namesp
 // setupCAPI registers the Cluster API front's reconcilers and returns the
 // claim controller. Claims may name a Metal3 IPPool when metal3 (the Metal3
 // front is on); clusters watches Cluster API's Clusters for their pause.
-func setupCAPI(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error), metal3, clusters bool) (controller.Controller, error) {
+func setupCAPI(ctx context.Context, mgr ctrl.Manager, base *reconciler, hook func(string, types.NamespacedName, ctrl.Result, error), metal3, clusters bool) (controller.Controller, error) {
 	logger := log.FromContext(ctx).WithName("capi")
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &capiv1beta2.IPAddress{}, indexPool, indexByPool); err != nil {
@@ -132,7 +132,7 @@ func setupCAPI(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func
 		if err := ctrl.NewControllerManagedBy(mgr).Named(p.name).
 			For(p.obj(), forSpec).
 			Watches(&capiv1beta2.IPAddress{}, addressPool(kind)).
-			Complete(observed(p.name, &PoolReconciler{reconciler: base, newPool: p.obj}, hook)); err != nil {
+			Complete(observed(p.name, &Reconciler[client.Object]{reconciler: base, newObject: p.obj, kind: capiPoolKind{base}}, hook)); err != nil {
 			return nil, err
 		}
 	}
@@ -154,7 +154,7 @@ func setupCAPI(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func
 	if clusters {
 		b = b.Watches(&capicorev1beta2.Cluster{}, clusterClaims(c8s))
 	}
-	c, err := b.Build(observed("ipaddressclaim", &ClaimReconciler{reconciler: base, clusters: clusters}, hook))
+	c, err := b.Build(observed("ipaddressclaim", reconcilerOf[capiv1beta2.IPAddressClaim](base, capiClaimKind{base, &adoption{}, clusters}), hook))
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,12 @@
 // DeletePrefix, Release). Every object is keyed in the service by
 // (owner, namespace, name), so a restarted controller gets the same answers.
 //
+// Every kind runs the one reconcile loop of Reconciler (get, paused,
+// deleting, finalizer, serve, status, requeue); what is particular to a
+// kind (its pool, its pause, its request, its status and result objects)
+// is its adapter, in the kind's file. The ClusterRoles of the blueprints
+// are generated from the +kubebuilder:rbac markers of rbac_*.go.
+//
 // Resources that wait for something (a missing aggregate, a full pool, a
 // prefix that still has children) are retried with a growing delay and, as
 // soon as a resource of the same network instance turns Ready or goes away,

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -80,51 +79,66 @@ func metal3Paused(ctx context.Context, c client.Client, clusters bool, pool *met
 	return err == nil && isPaused(pool, cl), err
 }
 
-// Metal3PoolReconciler makes ipam-server hold each Metal3 IPPool as its
+// metal3PoolKind adapts Metal3 IPPools: ipam-server holds each pool as its
 // spec says, with the addresses taken by hand (IPAddresses without a
-// claim), in one Sync under the pool's own owner; it writes
-// status.indexes (claim -> address) and holds a deleted pool until no
-// IPAddress uses it.
-type Metal3PoolReconciler struct {
-	reconciler
+// claim), in one Sync under the pool's own owner; status.indexes maps
+// claim to address; a deleted pool is held until no IPAddress uses it.
+type metal3PoolKind struct {
+	*reconciler
 	clusters bool
 }
 
-// Reconcile brings one IPPool and ipam-server in line.
-func (r *Metal3PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var pool metal3v1alpha1.IPPool
-	if err := r.client.Get(ctx, req.NamespacedName, &pool); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+func (metal3PoolKind) conditions(pool *metal3v1alpha1.IPPool) *[]metav1.Condition {
+	return &pool.Status.Conditions
+}
+
+func (metal3PoolKind) status(pool *metal3v1alpha1.IPPool) any { return pool.Status }
+
+func (r metal3PoolKind) skip(ctx context.Context, pool *metal3v1alpha1.IPPool) (bool, error) {
+	paused, err := metal3Paused(ctx, r.client, r.clusters, pool)
+	if paused {
+		log.FromContext(ctx).Info("paused: nothing done")
 	}
-	if paused, err := metal3Paused(ctx, r.client, r.clusters, &pool); err != nil || paused {
-		return ctrl.Result{}, err
-	}
+	return paused, err
+}
+
+// addresses are the Metal3 IPAddresses of pool.
+func (r metal3PoolKind) addresses(ctx context.Context, pool *metal3v1alpha1.IPPool) ([]metal3v1alpha1.IPAddress, error) {
 	var addrs metal3v1alpha1.IPAddressList
 	if err := r.client.List(ctx, &addrs, client.MatchingFields{indexMetal3Pool: pool.Namespace + "/" + pool.Name}); err != nil {
+		return nil, err
+	}
+	return addrs.Items, nil
+}
+
+func (r metal3PoolKind) release(ctx context.Context, pool *metal3v1alpha1.IPPool) (ctrl.Result, error) {
+	addrs, err := r.addresses(ctx, pool)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	id := translate.Metal3PoolID(r.owner, pool.Namespace, pool.Name)
-	if !pool.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, &pool, &pool.Status.Conditions, "DeletePool", func() error {
-			if n := len(addrs.Items); n > 0 {
-				a := &addrs.Items[0]
-				return poolInUse("IPPool "+translate.ID(pool.Namespace, pool.Name), n, a.Name, string(a.Spec.Address))
-			}
-			_, err := r.ipam.Sync(ctx, &ipamv1.SyncRequest{Owner: id, Prune: true})
-			return err
-		})
-	}
-	if err := r.ensureFinalizer(ctx, &pool); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if err := r.ensureClusterOwner(ctx, &pool); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	orig := pool.DeepCopy()
+	return r.finalize(ctx, pool, &pool.Status.Conditions, "DeletePool", func() error {
+		if n := len(addrs); n > 0 {
+			a := &addrs[0]
+			return poolInUse("IPPool "+translate.ID(pool.Namespace, pool.Name), n, a.Name, string(a.Spec.Address))
+		}
+		_, err := r.ipam.Sync(ctx, &ipamv1.SyncRequest{Owner: translate.Metal3PoolID(r.owner, pool.Namespace, pool.Name), Prune: true})
+		return err
+	})
+}
 
+// admit makes the pool's Cluster its owner first (ensureClusterOwner).
+func (r metal3PoolKind) admit(ctx context.Context, pool *metal3v1alpha1.IPPool) (bool, error) {
+	return true, r.ensureClusterOwner(ctx, pool)
+}
+
+func (r metal3PoolKind) serve(ctx context.Context, pool *metal3v1alpha1.IPPool) (verdict, error) {
+	addrs, err := r.addresses(ctx, pool)
+	if err != nil {
+		return verdict{}, err
+	}
 	external := map[string]netip.Addr{}
 	indexes := map[string]metal3v1alpha1.IPAddressStr{}
-	for _, a := range addrs.Items {
+	for _, a := range addrs {
 		ip, err := netip.ParseAddr(string(a.Spec.Address))
 		if err != nil || !a.DeletionTimestamp.IsZero() {
 			continue
@@ -136,7 +150,6 @@ func (r *Metal3PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 	}
 	var o outcome
-	var err error
 	parsed, perr := translate.ParseMetal3Pool(pool.Namespace, pool.Name, &pool.Spec)
 	var sync *ipamv1.SyncRequest
 	if perr == nil {
@@ -153,15 +166,14 @@ func (r *Metal3PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		pool.Status.Allocations = indexes
 		pool.Status.LastUpdated = ptr.To(metav1.NewTime(r.now()))
 	}
-	changed := !equality.Semantic.DeepEqual(orig.Status, pool.Status)
-	return r.finish(ctx, &pool, orig, pool.Status.Conditions, orig.Status.Conditions, o, changed, "SyncPool", err)
+	return verdict{o: o, err: err, action: "SyncPool"}, nil
 }
 
 // ensureClusterOwner makes the Cluster of spec.clusterName an owner of the
 // pool, as Metal3's own controller does, so that clusterctl move carries
 // the pool (and the IPAddresses it owns) with its cluster. Nothing is done
 // while the Cluster does not exist or Cluster API is not installed.
-func (r *Metal3PoolReconciler) ensureClusterOwner(ctx context.Context, pool *metal3v1alpha1.IPPool) error {
+func (r metal3PoolKind) ensureClusterOwner(ctx context.Context, pool *metal3v1alpha1.IPPool) error {
 	name := ptr.Deref(pool.Spec.ClusterName, "")
 	if name == "" {
 		return nil
@@ -184,74 +196,88 @@ func (r *Metal3PoolReconciler) ensureClusterOwner(ctx context.Context, pool *met
 	return nil
 }
 
-// Metal3ClaimReconciler serves Metal3 IPClaims: it allocates from
-// ipam-server, creates the IPAddress <namePrefix>-<address> and points
-// status.address at it, or writes Metal3's error into
+// metal3ClaimKind adapts Metal3 IPClaims: an address allocated from
+// ipam-server, the IPAddress <namePrefix>-<address> created and
+// status.address pointing at it, or Metal3's error in
 // status.errorMessage; deleting the claim releases the address.
 // IPAddresses ipam-server does not know (after clusterctl move) are
 // adopted before the pool hands out anything new.
-type Metal3ClaimReconciler struct {
-	reconciler
-	adoption
+type metal3ClaimKind struct {
+	*reconciler
+	*adoption
 	clusters bool
 }
 
-// Reconcile brings one IPClaim, its IPAddress and ipam-server in line.
-func (r *Metal3ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var claim metal3v1alpha1.IPClaim
-	if err := r.client.Get(ctx, req.NamespacedName, &claim); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
+func (metal3ClaimKind) finalizer() string { return metal3v1alpha1.IPClaimFinalizer }
+
+func (metal3ClaimKind) conditions(*metal3v1alpha1.IPClaim) *[]metav1.Condition { return nil }
+
+func (metal3ClaimKind) status(claim *metal3v1alpha1.IPClaim) any { return claim.Status }
+
+// pool is the claim's IPPool; err is NotFound when it is not there.
+func (r metal3ClaimKind) pool(ctx context.Context, claim *metal3v1alpha1.IPClaim) (*metal3v1alpha1.IPPool, error) {
 	var pool metal3v1alpha1.IPPool
-	poolKey := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.Pool.Name}
+	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.Pool.Name}
 	if claim.Spec.Pool.Namespace != "" {
-		poolKey.Namespace = claim.Spec.Pool.Namespace
+		key.Namespace = claim.Spec.Pool.Namespace
 	}
-	poolErr := r.client.Get(ctx, poolKey, &pool)
+	err := r.client.Get(ctx, key, &pool)
+	return &pool, err
+}
+
+// skip leaves the claims of a paused pool alone, deletion included.
+func (r metal3ClaimKind) skip(ctx context.Context, claim *metal3v1alpha1.IPClaim) (bool, error) {
+	pool, err := r.pool(ctx, claim)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	paused, err := metal3Paused(ctx, r.client, r.clusters, pool)
+	if paused {
+		log.FromContext(ctx).Info("paused: nothing done", "pool", translate.ID(pool.Namespace, pool.Name))
+	}
+	return paused, err
+}
+
+func (r metal3ClaimKind) release(ctx context.Context, claim *metal3v1alpha1.IPClaim) (ctrl.Result, error) {
+	return ctrl.Result{}, r.releaseClaim(ctx, claim)
+}
+
+func (r metal3ClaimKind) serve(ctx context.Context, claim *metal3v1alpha1.IPClaim) (verdict, error) {
+	pool, poolErr := r.pool(ctx, claim)
 	if poolErr != nil && !apierrors.IsNotFound(poolErr) {
-		return ctrl.Result{}, poolErr
+		return verdict{}, poolErr
 	}
-	if poolErr == nil {
-		if paused, err := metal3Paused(ctx, r.client, r.clusters, &pool); err != nil || paused {
-			return ctrl.Result{}, err
-		}
-	}
-	if !claim.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.release(ctx, &claim)
-	}
-	if err := r.ensureFinalizerNamed(ctx, &claim, metal3v1alpha1.IPClaimFinalizer); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	orig := claim.DeepCopy()
-	addr, errMsg, err := r.serve(ctx, &claim, &pool, poolErr)
+	addr, errMsg, err := r.serveClaim(ctx, claim, pool, poolErr)
 	if err != nil {
-		return ctrl.Result{}, err
+		return verdict{}, err
 	}
+	v := verdict{action: "Allocate", pool: refKey(claim.Namespace, claim.Spec.Pool), after: r.resync}
 	if errMsg != "" {
 		claim.Status.ErrorMessage = &errMsg
+		v.o, v.after = outcome{synced: true, message: errMsg}, r.resync/5
 	} else {
 		claim.Status.ErrorMessage = nil
 		claim.Status.Address = &corev1.ObjectReference{Name: addr, Namespace: claim.Namespace}
+		v.o = outcome{synced: true, ready: true, message: "IPAddress " + addr}
 	}
-	if !equality.Semantic.DeepEqual(orig.Status, claim.Status) {
-		if err := r.client.Status().Patch(ctx, &claim, client.MergeFrom(orig)); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		if errMsg != "" {
-			r.event(&claim, corev1.EventTypeWarning, "AllocationFailed", "Allocate", errMsg)
-		} else {
-			r.event(&claim, corev1.EventTypeNormal, "Allocated", "Allocate", "IPAddress "+addr)
-		}
-	}
-	if errMsg != "" {
-		return ctrl.Result{RequeueAfter: r.resync / 5}, nil
-	}
-	return ctrl.Result{RequeueAfter: r.resync}, nil
+	return v, nil
 }
 
-// serve finds or makes the claim's IPAddress: its name, or Metal3's error
+// report records an event for every change of the claim's status.
+func (r metal3ClaimKind) report(_, claim *metal3v1alpha1.IPClaim, v verdict) {
+	if v.o.ready {
+		r.event(claim, corev1.EventTypeNormal, "Allocated", v.action, v.o.message)
+	} else {
+		r.event(claim, corev1.EventTypeWarning, "AllocationFailed", v.action, v.o.message)
+	}
+}
+
+// serveClaim finds or makes the claim's IPAddress: its name, or Metal3's error
 // message; err is a failure to reach the API server or ipam-server.
-func (r *Metal3ClaimReconciler) serve(ctx context.Context, claim *metal3v1alpha1.IPClaim, pool *metal3v1alpha1.IPPool, poolErr error) (string, string, error) {
+func (r metal3ClaimKind) serveClaim(ctx context.Context, claim *metal3v1alpha1.IPClaim, pool *metal3v1alpha1.IPPool, poolErr error) (string, string, error) {
 	if poolErr != nil {
 		return "", fmt.Sprintf("IPPool %s not found", translate.ID(pool.Namespace, claim.Spec.Pool.Name)), nil
 	}
@@ -351,7 +377,7 @@ func errText(err error) string {
 }
 
 // adopt makes ipam-server hold a (holdExactly) for its claim.
-func (r *Metal3ClaimReconciler) adopt(ctx context.Context, p *translate.Metal3Pool, a *metal3v1alpha1.IPAddress) (refused, err error) {
+func (r metal3ClaimKind) adopt(ctx context.Context, p *translate.Metal3Pool, a *metal3v1alpha1.IPAddress) (refused, err error) {
 	ip, perr := netip.ParseAddr(string(a.Spec.Address))
 	if perr != nil {
 		return status.Errorf(codes.InvalidArgument, "IPAddress %s: spec.address: %s is not an IP address", translate.ID(a.Namespace, a.Name), vocab.Quote(string(a.Spec.Address))), nil
@@ -373,7 +399,7 @@ func (r *Metal3ClaimReconciler) adopt(ctx context.Context, p *translate.Metal3Po
 
 // adoptPool makes sure ipam-server holds every claimed IPAddress of the
 // pool before it hands out a new address.
-func (r *Metal3ClaimReconciler) adoptPool(ctx context.Context, p *translate.Metal3Pool) error {
+func (r metal3ClaimKind) adoptPool(ctx context.Context, p *translate.Metal3Pool) error {
 	var list metal3v1alpha1.IPAddressList
 	if err := r.client.List(ctx, &list, client.MatchingFields{indexMetal3Pool: p.Namespace + "/" + p.Name}); err != nil {
 		return err
@@ -394,9 +420,9 @@ func (r *Metal3ClaimReconciler) adoptPool(ctx context.Context, p *translate.Meta
 	return nil
 }
 
-// release gives a deleted claim's address back, deletes its IPAddress and
+// releaseClaim gives a deleted claim's address back, deletes its IPAddress and
 // lets the claim go.
-func (r *Metal3ClaimReconciler) release(ctx context.Context, claim *metal3v1alpha1.IPClaim) error {
+func (r metal3ClaimKind) releaseClaim(ctx context.Context, claim *metal3v1alpha1.IPClaim) error {
 	if !controllerutil.ContainsFinalizer(claim, metal3v1alpha1.IPClaimFinalizer) {
 		return nil
 	}
@@ -424,5 +450,9 @@ func (r *Metal3ClaimReconciler) release(ctx context.Context, claim *metal3v1alph
 	}
 	orig := claim.DeepCopy()
 	controllerutil.RemoveFinalizer(claim, metal3v1alpha1.IPClaimFinalizer)
-	return client.IgnoreNotFound(r.client.Patch(ctx, claim, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
+	if err := r.client.Patch(ctx, claim, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	log.FromContext(ctx).Info("released", "action", "Release", "pool", refKey(claim.Namespace, claim.Spec.Pool))
+	return nil
 }

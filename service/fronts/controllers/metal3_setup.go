@@ -21,7 +21,7 @@ import (
 // once the ipam.metal3.io CRDs are installed. If the Cluster API front's
 // claim controller is running by then (*claims), it watches Metal3 pools
 // too.
-func metal3Front(mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error), claims *controller.Controller) *front {
+func metal3Front(mgr ctrl.Manager, base *reconciler, hook func(string, types.NamespacedName, ctrl.Result, error), claims *controller.Controller) *front {
 	var clusters bool
 	f := &front{name: "Metal3"}
 	f.missing = func(ctx context.Context) (string, error) {
@@ -52,7 +52,7 @@ func metal3Front(mgr ctrl.Manager, base reconciler, hook func(string, types.Name
 
 // setupMetal3 registers the Metal3 front's reconcilers; clusters watches
 // Cluster API's Clusters for their pause.
-func setupMetal3(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error), clusters bool) error {
+func setupMetal3(ctx context.Context, mgr ctrl.Manager, base *reconciler, hook func(string, types.NamespacedName, ctrl.Result, error), clusters bool) error {
 	logger := log.FromContext(ctx).WithName("metal3")
 	idx := mgr.GetFieldIndexer()
 	for _, f := range []struct {
@@ -101,10 +101,10 @@ func setupMetal3(ctx context.Context, mgr ctrl.Manager, base reconciler, hook fu
 			return metal3Claims(ctx, c8s, clusterPools(ctx, c8s, o), false)
 		}))
 	}
-	if err := pools.Complete(observed("metal3-ippool", &Metal3PoolReconciler{reconciler: base, clusters: clusters}, hook)); err != nil {
+	if err := pools.Complete(observed("metal3-ippool", reconcilerOf[metal3v1alpha1.IPPool](base, metal3PoolKind{base, clusters}), hook)); err != nil {
 		return err
 	}
-	if err := claims.Complete(observed("metal3-ipclaim", &Metal3ClaimReconciler{reconciler: base, clusters: clusters}, hook)); err != nil {
+	if err := claims.Complete(observed("metal3-ipclaim", reconcilerOf[metal3v1alpha1.IPClaim](base, metal3ClaimKind{base, &adoption{}, clusters}), hook)); err != nil {
 		return err
 	}
 	logger.Info("Metal3 front on", "clusters", clusters)

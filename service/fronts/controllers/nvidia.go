@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -75,7 +74,7 @@ func termMatches(term corev1.NodeSelectorTerm, node *corev1.Node) (bool, error) 
 	return true, nil
 }
 
-// NVIDIAPoolReconciler serves NVIDIA IPPools: ipam-server holds each
+// nvidiaPoolKind adapts NVIDIA IPPools: ipam-server holds each
 // pool's subnet, every node the node selector matches holds a block of
 // perNodeBlockSize addresses (handed out from the start of the subnet,
 // nodes in name order; the same block for a node across restarts and
@@ -83,46 +82,43 @@ func termMatches(term corev1.NodeSelectorTerm, node *corev1.Node) (bool, error) 
 // block back, and status.allocations lists the blocks. A matching node
 // without a block (a full pool) turns Ready False with reason
 // PoolExhausted and a Warning event.
-type NVIDIAPoolReconciler struct {
-	nvidiaBase
+type nvidiaPoolKind struct{ nvidiaBase }
+
+func (nvidiaPoolKind) conditions(pool *nvv1alpha1.IPPool) *[]metav1.Condition {
+	return &pool.Status.Conditions
 }
 
-// Reconcile brings one IPPool, the nodes' blocks and ipam-server in line.
-func (r *NVIDIAPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var pool nvv1alpha1.IPPool
-	if err := r.client.Get(ctx, req.NamespacedName, &pool); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	id := translate.NVIDIAPoolID(r.owner, pool.Namespace, pool.Name)
-	what := fmt.Sprintf("block of %d addresses", pool.Spec.PerNodeBlockSize)
-	return r.reconcilePool(ctx, &pool, &pool.Status.Conditions, id, what, "AllocateBlocks", func() (outcome, []string, error) {
-		o, allocs, exhausted, err := r.serve(ctx, &pool, id)
-		if o.synced {
-			pool.Status.Allocations = allocs
-		}
-		return o, exhausted, err
-	})
+func (nvidiaPoolKind) status(pool *nvv1alpha1.IPPool) any { return pool.Status }
+
+func (r nvidiaPoolKind) release(ctx context.Context, pool *nvv1alpha1.IPPool) (ctrl.Result, error) {
+	return r.releasePool(ctx, pool, &pool.Status.Conditions, translate.NVIDIAPoolID(r.owner, pool.Namespace, pool.Name))
 }
 
-// reconcilePool is what both NVIDIA pool kinds do around serve, which
-// writes the pool's allocations: the deletion (everything the pool's
-// nodes hold is released), the finalizer, the conditions (Ready False
-// PoolExhausted naming the nodes left without a what, with a Warning
-// event) and the status write.
-func (r *nvidiaBase) reconcilePool(ctx context.Context, pool client.Object, conds *[]metav1.Condition, id, what, action string,
-	serve func() (outcome, []string, error)) (ctrl.Result, error) {
-	if !pool.GetDeletionTimestamp().IsZero() {
-		return r.finalize(ctx, pool, conds, "DeletePool", func() error { return r.releaseAll(ctx, id) })
-	}
-	if err := r.ensureFinalizer(ctx, pool); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	orig := pool.DeepCopyObject().(client.Object)
-	origConds := slices.Clone(*conds)
-	o, exhausted, err := serve()
+func (r nvidiaPoolKind) serve(ctx context.Context, pool *nvv1alpha1.IPPool) (verdict, error) {
+	o, allocs, exhausted, err := r.servePool(ctx, pool, translate.NVIDIAPoolID(r.owner, pool.Namespace, pool.Name))
 	if err != nil {
-		return ctrl.Result{}, err
+		return verdict{}, err
 	}
+	if o.synced {
+		pool.Status.Allocations = allocs
+	}
+	what := fmt.Sprintf("block of %d addresses", pool.Spec.PerNodeBlockSize)
+	return r.verdict(pool, &pool.Status.Conditions, o, exhausted, what, "AllocateBlocks"), nil
+}
+
+func (r nvidiaPoolKind) report(orig, pool *nvv1alpha1.IPPool, v verdict) {
+	r.reportPool(pool, orig.Status.Conditions, pool.Status.Conditions, v)
+}
+
+// releasePool releases everything held in the deleted pool's network
+// instance id.
+func (r nvidiaBase) releasePool(ctx context.Context, pool client.Object, conds *[]metav1.Condition, id string) (ctrl.Result, error) {
+	return r.finalize(ctx, pool, conds, "DeletePool", func() error { return r.releaseAll(ctx, id) })
+}
+
+// verdict records o in the pool's conditions: Ready False PoolExhausted,
+// retried with backoff, naming the nodes left without a what.
+func (r nvidiaBase) verdict(pool client.Object, conds *[]metav1.Condition, o outcome, exhausted []string, what, action string) verdict {
 	setConditions(conds, o, pool.GetGeneration())
 	if len(exhausted) > 0 {
 		meta.SetStatusCondition(conds, metav1.Condition{Type: ipamv1alpha1.ConditionTypeReady, Status: metav1.ConditionFalse,
@@ -130,11 +126,17 @@ func (r *nvidiaBase) reconcilePool(ctx context.Context, pool client.Object, cond
 			Message: fmt.Sprintf("no %s left for %d node(s): %s", what, len(exhausted), firstNames(exhausted))})
 		o.retry = retryBackoff
 	}
-	changed := !equality.Semantic.DeepEqual(orig, pool)
-	if changed && len(exhausted) > 0 && !meta.IsStatusConditionPresentAndEqual(origConds, ipamv1alpha1.ConditionTypeReady, metav1.ConditionFalse) {
-		r.event(pool, corev1.EventTypeWarning, nvv1alpha1.ReasonPoolExhausted, action, meta.FindStatusCondition(*conds, ipamv1alpha1.ConditionTypeReady).Message)
+	return verdict{o: o, action: action}
+}
+
+// reportPool records a Warning event when the pool turns PoolExhausted,
+// and the events of its readiness.
+func (r nvidiaBase) reportPool(pool client.Object, origConds, conds []metav1.Condition, v verdict) {
+	ready := meta.FindStatusCondition(conds, ipamv1alpha1.ConditionTypeReady)
+	if ready != nil && ready.Reason == nvv1alpha1.ReasonPoolExhausted && !meta.IsStatusConditionPresentAndEqual(origConds, ipamv1alpha1.ConditionTypeReady, metav1.ConditionFalse) {
+		r.event(pool, corev1.EventTypeWarning, nvv1alpha1.ReasonPoolExhausted, v.action, ready.Message)
 	}
-	return r.finish(ctx, pool, orig, *conds, origConds, o, changed, action, nil)
+	r.readinessEvent(pool, origConds, conds, v)
 }
 
 // firstNames lists up to five names, and how many more.
@@ -145,32 +147,19 @@ func firstNames(names []string) string {
 	return strings.Join(names[:5], ", ") + fmt.Sprintf(" and %d more", len(names)-5)
 }
 
-// serve syncs the pool, releases the blocks of nodes that no longer match
+// servePool syncs the pool, releases the blocks of nodes that no longer match
 // and allocates one for each matching node. It returns the outcome, the
 // blocks by node name and the matching nodes left without one; err is a
 // failure to reach the API server or ipam-server.
-func (r *NVIDIAPoolReconciler) serve(ctx context.Context, pool *nvv1alpha1.IPPool, id string) (outcome, []nvv1alpha1.Allocation, []string, error) {
+func (r nvidiaPoolKind) servePool(ctx context.Context, pool *nvv1alpha1.IPPool, id string) (outcome, []nvv1alpha1.Allocation, []string, error) {
 	p, err := translate.ParseNVIDIAPool(pool.Namespace, pool.Name, &pool.Spec)
 	var sync *ipamv1.SyncRequest
 	if err == nil {
 		sync, err = p.Sync(r.owner)
 	}
-	if err != nil {
-		return outcome{synced: true, message: err.Error(), retry: retryResync}, nil, nil, nil
-	}
-	if _, err := r.ipam.Sync(ctx, sync); err != nil {
-		o := classify(err, "")
-		if !o.synced {
-			return o, nil, nil, fmt.Errorf("ipam-server: %w", err)
-		}
-		return o, nil, nil, nil
-	}
-	matching, o, err := r.matchingNodes(ctx, pool.Spec.NodeSelector, "IPPool "+translate.ID(pool.Namespace, pool.Name))
-	if err != nil || o != nil {
-		return ptrOr(o), nil, nil, err
-	}
-	if err := r.releaseOthers(ctx, id, matching); err != nil {
-		return outcome{}, nil, nil, err
+	matching, stop, err := r.syncNodes(ctx, sync, err, pool.Spec.NodeSelector, "IPPool "+translate.ID(pool.Namespace, pool.Name), id)
+	if err != nil || stop != nil {
+		return ptrOr(stop), nil, nil, err
 	}
 	var allocs []nvv1alpha1.Allocation
 	var exhausted []string
@@ -181,11 +170,8 @@ func (r *NVIDIAPoolReconciler) serve(ctx context.Context, pool *nvv1alpha1.IPPoo
 			exhausted = append(exhausted, node)
 			continue
 		case err != nil:
-			o := classify(err, "")
-			if !o.synced {
-				return o, nil, nil, fmt.Errorf("ipam-server: %w", err)
-			}
-			return o, nil, nil, nil
+			o, err := verdictOf(err)
+			return o, nil, nil, err
 		}
 		start, end, err := translate.BlockRange(resp.GetResult())
 		if err != nil {
@@ -196,6 +182,36 @@ func (r *NVIDIAPoolReconciler) serve(ctx context.Context, pool *nvv1alpha1.IPPoo
 	return outcome{synced: true, ready: true, message: fmt.Sprintf("%d node(s) hold a block", len(allocs)), retry: retryResync}, allocs, exhausted, nil
 }
 
+// syncNodes makes ipam-server hold the pool as sync says (or reports
+// perr, the spec's error), releases what the nodes that no longer match
+// sel hold in the pool's network instance id, and returns the matching
+// nodes, sorted. stop is the outcome that ends serving the pool (named
+// after what); err is a failure to reach the API server or ipam-server.
+func (r nvidiaBase) syncNodes(ctx context.Context, sync *ipamv1.SyncRequest, perr error, sel *corev1.NodeSelector, what, id string) (matching []string, stop *outcome, err error) {
+	if perr != nil {
+		return nil, &outcome{synced: true, message: perr.Error(), retry: retryResync}, nil
+	}
+	if _, err := r.ipam.Sync(ctx, sync); err != nil {
+		o, err := verdictOf(err)
+		return nil, &o, err
+	}
+	matching, stop, err = r.matchingNodes(ctx, sel, what)
+	if err != nil || stop != nil {
+		return nil, stop, err
+	}
+	return matching, nil, r.releaseOthers(ctx, id, matching)
+}
+
+// verdictOf is the outcome of ipam-server's refusal err, or the error
+// when it did not answer.
+func verdictOf(err error) (outcome, error) {
+	o := classify(err, "")
+	if !o.synced {
+		return o, fmt.Errorf("ipam-server: %w", err)
+	}
+	return o, nil
+}
+
 // ptrOr is *o, or the zero outcome.
 func ptrOr(o *outcome) outcome {
 	if o == nil {
@@ -204,14 +220,14 @@ func ptrOr(o *outcome) outcome {
 	return *o
 }
 
-// nvidiaBase is what the NVIDIA pool reconcilers share.
+// nvidiaBase is what the NVIDIA pool kinds share.
 type nvidiaBase struct {
-	reconciler
+	*reconciler
 }
 
 // matchingNodes are the names of the nodes sel matches, sorted; o is the
 // outcome of a selector that cannot be read (named after what).
-func (r *nvidiaBase) matchingNodes(ctx context.Context, sel *corev1.NodeSelector, what string) ([]string, *outcome, error) {
+func (r nvidiaBase) matchingNodes(ctx context.Context, sel *corev1.NodeSelector, what string) ([]string, *outcome, error) {
 	var nodes corev1.NodeList
 	if err := r.client.List(ctx, &nodes); err != nil {
 		return nil, nil, err
@@ -233,7 +249,7 @@ func (r *nvidiaBase) matchingNodes(ctx context.Context, sel *corev1.NodeSelector
 
 // releaseOthers gives back the blocks or prefixes held in the pool's
 // network instance id for nodes not in matching (sorted).
-func (r *nvidiaBase) releaseOthers(ctx context.Context, id string, matching []string) error {
+func (r nvidiaBase) releaseOthers(ctx context.Context, id string, matching []string) error {
 	held, err := r.held(ctx, id)
 	if err != nil {
 		return err
@@ -251,7 +267,7 @@ func (r *nvidiaBase) releaseOthers(ctx context.Context, id string, matching []st
 
 // releaseAll gives back everything held in the pool's network instance
 // id and drops the pool's own objects: a deleted pool.
-func (r *nvidiaBase) releaseAll(ctx context.Context, id string) error {
+func (r nvidiaBase) releaseAll(ctx context.Context, id string) error {
 	if err := r.releaseOthers(ctx, id, nil); err != nil {
 		return err
 	}
@@ -261,7 +277,7 @@ func (r *nvidiaBase) releaseAll(ctx context.Context, id string) error {
 
 // held are the keys of the allocations ipam-server holds in the pool's
 // network instance id, by node.
-func (r *nvidiaBase) held(ctx context.Context, id string) (map[string]*ipamv1.Key, error) {
+func (r nvidiaBase) held(ctx context.Context, id string) (map[string]*ipamv1.Key, error) {
 	out := map[string]*ipamv1.Key{}
 	for token := ""; ; {
 		resp, err := r.ipam.List(ctx, &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION,
@@ -284,7 +300,7 @@ func (r *nvidiaBase) held(ctx context.Context, id string) (map[string]*ipamv1.Ke
 // nvidiaFront is the NVIDIA front (IPPool and CIDRPool reconcilers), on
 // once the nv-ipam.nvidia.com CRDs are installed and the RBAC lets the
 // controllers watch pools and nodes.
-func nvidiaFront(mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error)) *front {
+func nvidiaFront(mgr ctrl.Manager, base *reconciler, hook func(string, types.NamespacedName, ctrl.Result, error)) *front {
 	return &front{
 		name: "NVIDIA",
 		missing: func(ctx context.Context) (string, error) {
@@ -305,7 +321,7 @@ func nvidiaFront(mgr ctrl.Manager, base reconciler, hook func(string, types.Name
 }
 
 // setupNVIDIA registers the NVIDIA front's reconcilers.
-func setupNVIDIA(ctx context.Context, mgr ctrl.Manager, base reconciler, hook func(string, types.NamespacedName, ctrl.Result, error)) error {
+func setupNVIDIA(ctx context.Context, mgr ctrl.Manager, base *reconciler, hook func(string, types.NamespacedName, ctrl.Result, error)) error {
 	logger := log.FromContext(ctx).WithName("nvidia")
 	c8s := mgr.GetClient()
 	allPools := func(list client.ObjectList) handler.EventHandler {
@@ -332,13 +348,13 @@ func setupNVIDIA(ctx context.Context, mgr ctrl.Manager, base reconciler, hook fu
 	if err := ctrl.NewControllerManagedBy(mgr).Named("nvidia-ippool").
 		For(&nvv1alpha1.IPPool{}, builder.WithPredicates(specChanged)).
 		Watches(&corev1.Node{}, allPools(&nvv1alpha1.IPPoolList{}), nodeEvents).
-		Complete(observed("nvidia-ippool", &NVIDIAPoolReconciler{nvidiaBase{base}}, hook)); err != nil {
+		Complete(observed("nvidia-ippool", reconcilerOf[nvv1alpha1.IPPool](base, nvidiaPoolKind{nvidiaBase{base}}), hook)); err != nil {
 		return err
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("nvidia-cidrpool").
 		For(&nvv1alpha1.CIDRPool{}, builder.WithPredicates(specChanged)).
 		Watches(&corev1.Node{}, allPools(&nvv1alpha1.CIDRPoolList{}), nodeEvents).
-		Complete(observed("nvidia-cidrpool", &NVIDIACIDRPoolReconciler{nvidiaBase{base}}, hook)); err != nil {
+		Complete(observed("nvidia-cidrpool", reconcilerOf[nvv1alpha1.CIDRPool](base, nvidiaCIDRPoolKind{nvidiaBase{base}}), hook)); err != nil {
 		return err
 	}
 	logger.Info("NVIDIA front on")

@@ -7,66 +7,60 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nvv1alpha1 "github.com/nephio-project/ipam/api/nvidia/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
 )
 
-// NVIDIACIDRPoolReconciler serves NVIDIA CIDRPools: ipam-server holds the
+// nvidiaCIDRPoolKind adapts NVIDIA CIDRPools: ipam-server holds the
 // pool's CIDR as a pool prefix, every matching node holds a prefix of
 // perNodeNetworkPrefix (its static allocation, or the lowest free one;
 // nodes with a static allocation first, then in name order) with the
 // gateway at gatewayIndex, a node that stops matching or goes gives it
 // back, and status.allocations lists them. A matching node left without
 // a prefix turns Ready False with reason PoolExhausted and a Warning event.
-type NVIDIACIDRPoolReconciler struct {
-	nvidiaBase
+type nvidiaCIDRPoolKind struct{ nvidiaBase }
+
+func (nvidiaCIDRPoolKind) conditions(pool *nvv1alpha1.CIDRPool) *[]metav1.Condition {
+	return &pool.Status.Conditions
 }
 
-// Reconcile brings one CIDRPool, the nodes' prefixes and ipam-server in line.
-func (r *NVIDIACIDRPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var pool nvv1alpha1.CIDRPool
-	if err := r.client.Get(ctx, req.NamespacedName, &pool); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+func (nvidiaCIDRPoolKind) status(pool *nvv1alpha1.CIDRPool) any { return pool.Status }
+
+func (r nvidiaCIDRPoolKind) release(ctx context.Context, pool *nvv1alpha1.CIDRPool) (ctrl.Result, error) {
+	return r.releasePool(ctx, pool, &pool.Status.Conditions, translate.NVIDIACIDRPoolID(r.owner, pool.Namespace, pool.Name))
+}
+
+func (r nvidiaCIDRPoolKind) serve(ctx context.Context, pool *nvv1alpha1.CIDRPool) (verdict, error) {
+	o, allocs, exhausted, err := r.servePool(ctx, pool, translate.NVIDIACIDRPoolID(r.owner, pool.Namespace, pool.Name))
+	if err != nil {
+		return verdict{}, err
 	}
-	id := translate.NVIDIACIDRPoolID(r.owner, pool.Namespace, pool.Name)
+	if o.synced {
+		pool.Status.Allocations = allocs
+	}
 	what := fmt.Sprintf("/%d prefix", pool.Spec.PerNodeNetworkPrefix)
-	return r.reconcilePool(ctx, &pool, &pool.Status.Conditions, id, what, "AllocatePrefixes", func() (outcome, []string, error) {
-		o, allocs, exhausted, err := r.serve(ctx, &pool, id)
-		if o.synced {
-			pool.Status.Allocations = allocs
-		}
-		return o, exhausted, err
-	})
+	return r.verdict(pool, &pool.Status.Conditions, o, exhausted, what, "AllocatePrefixes"), nil
 }
 
-// serve syncs the pool, releases the prefixes of nodes that no longer
+func (r nvidiaCIDRPoolKind) report(orig, pool *nvv1alpha1.CIDRPool, v verdict) {
+	r.reportPool(pool, orig.Status.Conditions, pool.Status.Conditions, v)
+}
+
+// servePool syncs the pool, releases the prefixes of nodes that no longer
 // match and allocates one for each matching node.
-func (r *NVIDIACIDRPoolReconciler) serve(ctx context.Context, pool *nvv1alpha1.CIDRPool, id string) (outcome, []nvv1alpha1.CIDRPoolAllocation, []string, error) {
+func (r nvidiaCIDRPoolKind) servePool(ctx context.Context, pool *nvv1alpha1.CIDRPool, id string) (outcome, []nvv1alpha1.CIDRPoolAllocation, []string, error) {
 	p, err := translate.ParseNVIDIACIDRPool(pool.Namespace, pool.Name, &pool.Spec)
 	var sync *ipamv1.SyncRequest
 	if err == nil {
 		sync, err = p.Sync(r.owner)
 	}
-	if err != nil {
-		return outcome{synced: true, message: err.Error(), retry: retryResync}, nil, nil, nil
-	}
-	if _, err := r.ipam.Sync(ctx, sync); err != nil {
-		o := classify(err, "")
-		if !o.synced {
-			return o, nil, nil, fmt.Errorf("ipam-server: %w", err)
-		}
-		return o, nil, nil, nil
-	}
-	matching, o, err := r.matchingNodes(ctx, pool.Spec.NodeSelector, "CIDRPool "+translate.ID(pool.Namespace, pool.Name))
-	if err != nil || o != nil {
-		return ptrOr(o), nil, nil, err
-	}
-	if err := r.releaseOthers(ctx, id, matching); err != nil {
-		return outcome{}, nil, nil, err
+	matching, stop, err := r.syncNodes(ctx, sync, err, pool.Spec.NodeSelector, "CIDRPool "+translate.ID(pool.Namespace, pool.Name), id)
+	if err != nil || stop != nil {
+		return ptrOr(stop), nil, nil, err
 	}
 	// Static allocations first, so that no dynamic one takes their prefix.
 	order := make([]string, 0, len(matching))
@@ -89,11 +83,8 @@ func (r *NVIDIACIDRPoolReconciler) serve(ctx context.Context, pool *nvv1alpha1.C
 			exhausted = append(exhausted, node)
 			continue
 		case err != nil:
-			o := classify(err, "")
-			if !o.synced {
-				return o, nil, nil, fmt.Errorf("ipam-server: %w", err)
-			}
-			return o, nil, nil, nil
+			o, err := verdictOf(err)
+			return o, nil, nil, err
 		}
 		pfx, err := netip.ParsePrefix(resp.GetResult().GetPrefix())
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,7 +31,7 @@ const DefaultOwner = "k8s"
 // DefaultResync is how often every resource is reconciled again.
 const DefaultResync = 5 * time.Minute
 
-// reconciler is what the three reconcilers share: the API client, the
+// reconciler is what every kind's adapter shares: the API client, the
 // IPAM client, the owner they key objects by and the resync period.
 type reconciler struct {
 	client   client.Client
@@ -46,14 +47,9 @@ func (r *reconciler) key(obj client.Object) *ipamv1.Key {
 	return translate.Key(r.owner, obj)
 }
 
-// ensureFinalizer adds the finalizer before anything is created in the
-// service, so nothing can be orphaned.
-func (r *reconciler) ensureFinalizer(ctx context.Context, obj client.Object) error {
-	return r.ensureFinalizerNamed(ctx, obj, Finalizer)
-}
-
 // ensureFinalizerNamed adds the finalizer name (the fronts use their
-// ecosystem's) unless obj has it.
+// ecosystem's) unless obj has it: before anything is created in the
+// service, so nothing can be orphaned.
 func (r *reconciler) ensureFinalizerNamed(ctx context.Context, obj client.Object, name string) error {
 	if controllerutil.ContainsFinalizer(obj, name) {
 		return nil
@@ -88,7 +84,7 @@ func (r *reconciler) finalize(ctx context.Context, obj client.Object, conds *[]m
 		if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
-		log.FromContext(ctx).V(1).Info("released in ipam-server", "action", action)
+		log.FromContext(ctx).Info("released", "action", action)
 		return ctrl.Result{}, nil
 	}
 	o := classify(err, "")
@@ -102,6 +98,9 @@ func (r *reconciler) finalize(ctx context.Context, obj client.Object, conds *[]m
 			return ctrl.Result{}, client.IgnoreNotFound(perr)
 		}
 		r.event(obj, corev1.EventTypeWarning, "DeleteRefused", action, o.message)
+		if o.synced {
+			log.FromContext(ctx).Info("deletion refused", "action", action, "reason", o.message)
+		}
 	}
 	if !o.synced {
 		return ctrl.Result{}, fmt.Errorf("%s: %w", action, err)
@@ -109,28 +108,16 @@ func (r *reconciler) finalize(ctx context.Context, obj client.Object, conds *[]m
 	return ctrl.Result{RequeueAfter: backoff(*conds, ipamv1alpha1.ConditionTypeSynced, r.now(), r.resync)}, nil
 }
 
-// finish writes the status when it changed since orig, reports a change
-// of readiness as an event, and says when to reconcile again.
-func (r *reconciler) finish(ctx context.Context, obj, orig client.Object, conds []metav1.Condition, origConds []metav1.Condition, o outcome, changed bool, action string, callErr error) (ctrl.Result, error) {
-	if changed {
-		if err := r.client.Status().Patch(ctx, obj, client.MergeFrom(orig)); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		if was, is := isReady(origConds), isReady(conds); was != is || (!is && !isSynced(origConds) && isSynced(conds)) {
-			if is {
-				r.event(obj, corev1.EventTypeNormal, ipamv1alpha1.ReasonReady, action, o.message)
-			} else if o.synced {
-				r.event(obj, corev1.EventTypeWarning, ipamv1alpha1.ReasonFailed, action, o.message)
-			}
-		}
-	}
-	switch o.retry {
-	case retryError:
-		return ctrl.Result{}, fmt.Errorf("%s: %w", action, callErr)
-	case retryBackoff:
-		return ctrl.Result{RequeueAfter: backoff(conds, ipamv1alpha1.ConditionTypeReady, r.now(), r.resync)}, nil
-	}
-	return ctrl.Result{RequeueAfter: r.resync}, nil
+// deleteCall is one of ipam-server's deletions by key.
+type deleteCall func(context.Context, *ipamv1.DeleteRequest, ...grpc.CallOption) (*ipamv1.DeleteResponse, error)
+
+// releaseKeyed releases a deleted obj in the service by its key with
+// call, through finalize.
+func (r *reconciler) releaseKeyed(ctx context.Context, obj client.Object, conds *[]metav1.Condition, action string, call deleteCall) (ctrl.Result, error) {
+	return r.finalize(ctx, obj, conds, action, func() error {
+		_, err := call(ctx, &ipamv1.DeleteRequest{Key: r.key(obj)})
+		return err
+	})
 }
 
 // event records an event about obj when a recorder is configured.

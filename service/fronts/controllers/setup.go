@@ -72,7 +72,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c ipamv1.IPAMClient, opts Opti
 	if c == nil {
 		return errors.New("controllers: an IPAM client is required")
 	}
-	base := reconciler{client: mgr.GetClient(), ipam: c, owner: opts.Owner, resync: opts.Resync, now: time.Now}
+	base := &reconciler{client: mgr.GetClient(), ipam: c, owner: opts.Owner, resync: opts.Resync, now: time.Now}
 	if base.owner == "" {
 		base.owner = DefaultOwner
 	}
@@ -102,7 +102,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c ipamv1.IPAMClient, opts Opti
 		For(&ipamv1alpha1.NetworkInstance{}, forSpec).
 		Watches(&ipamv1alpha1.IPPrefix{}, enqueueNetworkInstance(c8s), changed).
 		Watches(&ipamv1alpha1.IPAllocation{}, enqueueNetworkInstance(c8s), changed).
-		Complete(observed("networkinstance", &NetworkInstanceReconciler{base}, opts.Reconciled)); err != nil {
+		Complete(observed("networkinstance", reconcilerOf[ipamv1alpha1.NetworkInstance](base, networkInstanceKind{base}), opts.Reconciled)); err != nil {
 		return err
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("ipprefix").
@@ -110,7 +110,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c ipamv1.IPAMClient, opts Opti
 		Watches(&ipamv1alpha1.NetworkInstance{}, waitingPrefixes, changed).
 		Watches(&ipamv1alpha1.IPPrefix{}, waitingPrefixes, changed).
 		Watches(&ipamv1alpha1.IPAllocation{}, waitingPrefixes, changed).
-		Complete(observed("ipprefix", &IPPrefixReconciler{base}, opts.Reconciled)); err != nil {
+		Complete(observed("ipprefix", reconcilerOf[ipamv1alpha1.IPPrefix](base, prefixKind{base}), opts.Reconciled)); err != nil {
 		return err
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("ipallocation").
@@ -118,7 +118,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c ipamv1.IPAMClient, opts Opti
 		Watches(&ipamv1alpha1.NetworkInstance{}, waitingAllocations, changed).
 		Watches(&ipamv1alpha1.IPPrefix{}, waitingAllocations, changed).
 		Watches(&ipamv1alpha1.IPAllocation{}, waitingAllocations, changed).
-		Complete(observed("ipallocation", &IPAllocationReconciler{base}, opts.Reconciled)); err != nil {
+		Complete(observed("ipallocation", reconcilerOf[ipamv1alpha1.IPAllocation](base, allocationKind{base}), opts.Reconciled)); err != nil {
 		return err
 	}
 	f := &fronts{every: opts.FrontCheck, log: log.FromContext(ctx)}
