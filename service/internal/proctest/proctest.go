@@ -86,9 +86,10 @@ func (p *Proc) read(r io.Reader) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {
-		_, _ = p.out.Write(append(sc.Bytes(), '\n'))
+		l := sc.Text()
+		_, _ = p.out.Write([]byte(l + "\n"))
 		select {
-		case p.line <- sc.Text():
+		case p.line <- l:
 		default:
 		}
 	}
