@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nephio-project/ipam/service/internal/clustertest"
+	"github.com/nephio-project/ipam/service/internal/proctest"
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
 
@@ -109,12 +111,12 @@ func TestControllerBesideMakeRun(t *testing.T) {
 		_ = l.Close()
 	}
 
-	kc := kubeconfig(t)
-	srv := start(t, filepath.Join(dir, "ipam-server"), "--listen", runAddrs[0], "--web-addr", runAddrs[1], "--data-dir", t.TempDir(), "--demo")
-	srv.waitLine(t, "ready", 30*time.Second)
-	ctl := start(t, filepath.Join(dir, "ipam-controller"), "--kubeconfig", kc, "--server", runAddrs[0])
-	ctl.waitLine(t, "Starting workers", 60*time.Second)
-	ctl.alive(t, 2*time.Second)
+	kc, _ := clustertest.APIServer(t)
+	srv := proctest.Start(t, filepath.Join(dir, "ipam-server"), "--listen", runAddrs[0], "--web-addr", runAddrs[1], "--data-dir", t.TempDir(), "--demo")
+	srv.WaitLine(t, "ready", 30*time.Second)
+	ctl := proctest.Start(t, filepath.Join(dir, "ipam-controller"), "--kubeconfig", kc, "--server", runAddrs[0])
+	ctl.WaitLine(t, "Starting workers", 60*time.Second)
+	ctl.Alive(t, 2*time.Second)
 	for _, u := range []string{"http://" + runAddrs[1] + "/", "http://" + ctlAddrs[0] + "/metrics", "http://" + loopback(ctlAddrs[1]) + "/healthz"} {
 		resp, err := http.Get(u)
 		if err != nil {
@@ -125,8 +127,8 @@ func TestControllerBesideMakeRun(t *testing.T) {
 			t.Fatalf("GET %s: %s", u, resp.Status)
 		}
 	}
-	ctl.stop(t)
-	srv.stop(t)
+	ctl.Stop(t)
+	srv.Stop(t)
 }
 
 // loopback is addr with an empty host replaced by 127.0.0.1.

@@ -4,11 +4,9 @@
 package cmd_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -17,15 +15,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
+	"github.com/nephio-project/ipam/service/internal/clustertest"
+	"github.com/nephio-project/ipam/service/internal/proctest"
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
 
@@ -71,46 +65,18 @@ func mainPackages(t testing.TB, root string) []string {
 	return pkgs
 }
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
-// build builds every main package once, with one go build, into a
-// directory shared by the tests of this package.
+// build builds every main package (with one go build, proctest.Build)
+// and returns the directory of the binaries.
 func build(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		root := servertest.ModuleRoot(t)
-		binDir, buildErr = os.MkdirTemp("", "ipam-smoke-bin-")
-		if buildErr != nil {
-			return
-		}
-		var pkgs []string
-		for _, p := range mainPackages(t, root) {
-			pkgs = append(pkgs, "./"+p)
-		}
-		cmd := exec.Command("go", append([]string{"build", "-o", binDir + "/"}, pkgs...)...)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = errors.New("go build " + strings.Join(pkgs, " ") + ": " + err.Error() + "\n" + string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	var pkgs []string
+	for _, p := range mainPackages(t, servertest.ModuleRoot(t)) {
+		pkgs = append(pkgs, "./"+p)
 	}
-	return binDir
+	return proctest.Build(t, pkgs...)
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { proctest.Main(m) }
 
 // TestEveryBinaryIsCovered: every main package under <component>/cmd is a
 // shipped binary, and this package starts each of them.
@@ -158,119 +124,22 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// proc is a started binary whose combined output is collected.
-type proc struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  bytes.Buffer
-	line chan string
-	done chan error
-}
-
-// start runs bin with args; its stderr and stdout lines go to p.out and,
-// until nobody reads them, to p.line.
-func start(t *testing.T, bin string, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), line: make(chan string, 1024), done: make(chan error, 1)}
-	r, w := io.Pipe()
-	p.cmd.Stdout, p.cmd.Stderr = w, w
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	go func() {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			select {
-			case p.line <- sc.Text():
-			default:
-			}
-		}
-	}()
-	go func() { err := p.cmd.Wait(); w.Close(); p.done <- err }()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", filepath.Base(bin), p.output())
-		}
-	})
-	return p
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-// waitLine returns the first line containing want, failing if the process
-// exits or the timeout passes first.
-func (p *proc) waitLine(t *testing.T, want string, timeout time.Duration) string {
-	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		select {
-		case l := <-p.line:
-			if strings.Contains(l, want) {
-				return l
-			}
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("%s exited (%v) before printing %q", p.cmd.Path, err, want)
-		case <-deadline:
-			t.Fatalf("%s printed no %q within %s", p.cmd.Path, want, timeout)
-		}
-	}
-}
-
-// stop sends SIGTERM and wants a clean exit 0.
-func (p *proc) stop(t *testing.T) {
-	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		p.done <- err
-		if err != nil {
-			t.Fatalf("%s after SIGTERM: %v, want exit 0", filepath.Base(p.cmd.Path), err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not exit within 30s of SIGTERM", filepath.Base(p.cmd.Path))
-	}
-}
-
-// alive fails if the process exited, and waits d to see it stay up.
-func (p *proc) alive(t *testing.T, d time.Duration) {
-	t.Helper()
-	select {
-	case err := <-p.done:
-		p.done <- err
-		t.Fatalf("%s exited (%v); want it to keep running", filepath.Base(p.cmd.Path), err)
-	case <-time.After(d):
-	}
-}
-
 // TestServerCtlFunction starts ipam-server with the demo VRF and the web
 // view, lists it with ipamctl and in the web view, allocates with ipam-fn
 // over a ResourceList on stdin, finds the address in the web view, and
 // stops the server with SIGTERM.
 func TestServerCtlFunction(t *testing.T) {
 	dir := build(t)
-	srv := start(t, filepath.Join(dir, "ipam-server"), "--listen", "127.0.0.1:0",
+	srv := proctest.Start(t, filepath.Join(dir, "ipam-server"), "--listen", "127.0.0.1:0",
 		"--data-dir", t.TempDir(), "--demo", "--log-format", "json", "--web-addr", "127.0.0.1:0")
 	var serving, webView struct{ Addr string }
-	if err := json.Unmarshal([]byte(srv.waitLine(t, `"msg":"serving"`, 30*time.Second)), &serving); err != nil || serving.Addr == "" {
+	if err := json.Unmarshal([]byte(srv.WaitLine(t, `"msg":"serving"`, 30*time.Second)), &serving); err != nil || serving.Addr == "" {
 		t.Fatalf("the serving line has no addr: %v", err)
 	}
-	if err := json.Unmarshal([]byte(srv.waitLine(t, `"msg":"web"`, 30*time.Second)), &webView); err != nil || webView.Addr == "" {
+	if err := json.Unmarshal([]byte(srv.WaitLine(t, `"msg":"web"`, 30*time.Second)), &webView); err != nil || webView.Addr == "" {
 		t.Fatalf("the web line has no addr: %v", err)
 	}
-	srv.waitLine(t, `"msg":"ready"`, 30*time.Second)
+	srv.WaitLine(t, `"msg":"ready"`, 30*time.Second)
 	page := func(path string) string {
 		resp, err := http.Get("http://" + webView.Addr + path)
 		if err != nil {
@@ -321,37 +190,7 @@ items:
 	if p := page("/search?q=10.0.1.2"); !strings.Contains(p, "default/alloc1 of") {
 		t.Fatalf("the web view does not find alloc1 at 10.0.1.2:\n%s", p)
 	}
-	srv.stop(t)
-}
-
-// kubeconfig starts a real kube-apiserver + etcd (envtest) with the ipam
-// CRDs and writes a kubeconfig file for it.
-func kubeconfig(t *testing.T) string {
-	t.Helper()
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("SKIPPED: KUBEBUILDER_ASSETS is not set (make test sets it after `make testbin` builds etcd and kube-apiserver)")
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths: []string{filepath.Join(servertest.ModuleRoot(t), "api", "ipam", "v1alpha1", "crds"),
-			filepath.Join(servertest.ModuleRoot(t), "api", "capi", "crds"), filepath.Join(servertest.ModuleRoot(t), "api", "metal3", "v1alpha1", "crds"),
-			filepath.Join(servertest.ModuleRoot(t), "api", "nvidia", "v1alpha1", "crds")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("envtest: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
-	kc.CurrentContext = "envtest"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	srv.Stop(t)
 }
 
 // TestControllerAndInjector start ipam-controller and ipam-injector against
@@ -360,20 +199,15 @@ func kubeconfig(t *testing.T) string {
 // PackageRevision API (it logs that it cannot list them) without exiting.
 func TestControllerAndInjector(t *testing.T) {
 	dir := build(t)
-	kc := kubeconfig(t)
-	srv := start(t, filepath.Join(dir, "ipam-server"), "--listen", "127.0.0.1:0", "--data-dir", t.TempDir())
-	var serving struct{ Addr string }
-	if err := json.Unmarshal([]byte(srv.waitLine(t, `"msg":"serving"`, 30*time.Second)), &serving); err != nil {
-		t.Fatal(err)
-	}
-	srv.waitLine(t, `"msg":"ready"`, 30*time.Second)
+	kc, _ := clustertest.APIServer(t)
+	srv, addr := clustertest.StartServer(t, filepath.Join(dir, "ipam-server"))
 
-	ctl := start(t, filepath.Join(dir, "ipam-controller"), "--kubeconfig", kc, "--server", serving.Addr,
+	ctl := proctest.Start(t, filepath.Join(dir, "ipam-controller"), "--kubeconfig", kc, "--server", addr,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0", "--metal3", "--nvidia")
-	ctl.waitLine(t, "Metal3 front on", 60*time.Second)
-	ctl.waitLine(t, "NVIDIA front on", 60*time.Second)
-	ctl.waitLine(t, "Cluster API front on", 60*time.Second)
-	ctl.waitLine(t, "Starting workers", 60*time.Second)
+	ctl.WaitLine(t, "Metal3 front on", 60*time.Second)
+	ctl.WaitLine(t, "NVIDIA front on", 60*time.Second)
+	ctl.WaitLine(t, "Cluster API front on", 60*time.Second)
+	ctl.WaitLine(t, "Starting workers", 60*time.Second)
 	// The binary serves a Cluster API claim end to end.
 	apply := exec.Command("kubectl", "--kubeconfig", kc, "apply", "-f", "-")
 	apply.Stdin = strings.NewReader(`apiVersion: ipam.nephio.org/v1alpha1
@@ -390,27 +224,27 @@ spec:
 	if out, err := apply.CombinedOutput(); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
-	var addr []byte
+	var got []byte
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		addr, _ = exec.Command("kubectl", "--kubeconfig", kc, "get", "ipaddresses.ipam.cluster.x-k8s.io", "smoke", "-n", "default",
+		got, _ = exec.Command("kubectl", "--kubeconfig", kc, "get", "ipaddresses.ipam.cluster.x-k8s.io", "smoke", "-n", "default",
 			"-o", "jsonpath={.spec.address}").Output()
-		if string(addr) == "10.40.0.10" {
+		if string(got) == "10.40.0.10" {
 			break
 		}
 	}
-	if string(addr) != "10.40.0.10" {
-		t.Fatalf("IPAddress smoke: address %q, want 10.40.0.10\n%s", addr, ctl.output())
+	if string(got) != "10.40.0.10" {
+		t.Fatalf("IPAddress smoke: address %q, want 10.40.0.10\n%s", got, ctl.Output())
 	}
-	ctl.alive(t, 2*time.Second)
-	ctl.stop(t)
+	ctl.Alive(t, 2*time.Second)
+	ctl.Stop(t)
 
-	inj := start(t, filepath.Join(dir, "ipam-injector"), "--kubeconfig", kc, "--server", serving.Addr)
-	inj.alive(t, 5*time.Second)
-	if panicked([]byte(inj.output())) {
-		t.Fatalf("ipam-injector panicked:\n%s", inj.output())
+	inj := proctest.Start(t, filepath.Join(dir, "ipam-injector"), "--kubeconfig", kc, "--server", addr)
+	inj.Alive(t, 5*time.Second)
+	if panicked([]byte(inj.Output())) {
+		t.Fatalf("ipam-injector panicked:\n%s", inj.Output())
 	}
-	inj.stop(t)
-	srv.stop(t)
+	inj.Stop(t)
+	srv.Stop(t)
 }
 
 // TestImages builds every image with `make images` and runs each with

@@ -84,7 +84,7 @@ func TestKill9(t *testing.T) {
 			}()
 		}
 		time.Sleep(time.Second)
-		d.kill9(t)
+		d.Kill9(t)
 		close(stop)
 		wg.Wait()
 		if len(answered) == 0 {
@@ -117,6 +117,6 @@ func TestKill9(t *testing.T) {
 			t.Fatalf("never: %v", err)
 		}
 		t.Logf("round %d: %d allocations answered before kill -9, all restored", round, len(answered))
-		d.stop(t)
+		d.Stop(t)
 	}
 }

@@ -1,8 +1,6 @@
 package main_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,11 +8,9 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,220 +20,33 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	nvv1alpha1 "github.com/nephio-project/ipam/api/nvidia/v1alpha1"
 	nodev1 "github.com/nephio-project/ipam/api/proto/nvidia/ipam/node/v1"
-	"github.com/nephio-project/ipam/service/server/servertest"
-)
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
+	"github.com/nephio-project/ipam/service/internal/clustertest"
+	"github.com/nephio-project/ipam/service/internal/proctest"
 )
 
 // build builds ipam-node, ipam-server and ipam-controller once.
 func build(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "ipam-node-bin-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "./service/cmd/ipam-node", "./service/cmd/ipam-server", "./service/cmd/ipam-controller")
-		cmd.Dir = servertest.ModuleRoot(t)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
+	return proctest.Build(t, "./service/cmd/ipam-node", "./service/cmd/ipam-server", "./service/cmd/ipam-controller")
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { proctest.Main(m) }
 
-// proc is a started binary whose output lines are collected.
-type proc struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  bytes.Buffer
-	line chan string
-	done chan error
-}
-
-func start(t *testing.T, bin string, args ...string) *proc {
+// startCluster starts the NVIDIA cluster (clustertest.StartNVIDIA) with
+// the binaries build built.
+func startCluster(t *testing.T) *clustertest.NVIDIA {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), line: make(chan string, 4096), done: make(chan error, 1)}
-	r, w := io.Pipe()
-	p.cmd.Stdout, p.cmd.Stderr = w, w
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	go func() {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			select {
-			case p.line <- sc.Text():
-			default:
-			}
-		}
-	}()
-	go func() { err := p.cmd.Wait(); _ = w.Close(); p.done <- err }()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", filepath.Base(bin), p.output())
-		}
-	})
-	return p
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-func (p *proc) waitLine(t *testing.T, want string, timeout time.Duration) string {
-	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		select {
-		case l := <-p.line:
-			if strings.Contains(l, want) {
-				return l
-			}
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("%s exited (%v) before printing %q", p.cmd.Path, err, want)
-		case <-deadline:
-			t.Fatalf("%s printed no %q within %s", p.cmd.Path, want, timeout)
-		}
-	}
-}
-
-func (p *proc) stop(t *testing.T) {
-	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		p.done <- err
-		if err != nil {
-			t.Fatalf("%s after SIGTERM: %v, want exit 0", filepath.Base(p.cmd.Path), err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not exit within 30s of SIGTERM", filepath.Base(p.cmd.Path))
-	}
-}
-
-func (p *proc) kill9(t *testing.T) {
-	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	err := <-p.done
-	p.done <- err
-}
-
-// cluster is envtest's API server with the NVIDIA CRDs, ipam-server and
-// ipam-controller --nvidia.
-type cluster struct {
-	kubeconfig string
-	k8s        client.Client
-}
-
-func startCluster(t *testing.T) *cluster {
-	t.Helper()
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("SKIPPED: KUBEBUILDER_ASSETS is not set (make test sets it after `make testbin` builds etcd and kube-apiserver)")
-	}
 	dir := build(t)
-	root := servertest.ModuleRoot(t)
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(root, "api", "nvidia", "v1alpha1", "crds"),
-		filepath.Join(root, "api", "ipam", "v1alpha1", "crds"), filepath.Join(root, "api", "capi", "crds")},
-		ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("envtest: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
-	kc.CurrentContext = "envtest"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = nvv1alpha1.AddToScheme(scheme)
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := start(t, filepath.Join(dir, "ipam-server"), "--listen", "127.0.0.1:0", "--data-dir", t.TempDir())
-	var serving struct{ Addr string }
-	if err := json.Unmarshal([]byte(srv.waitLine(t, `"msg":"serving"`, 30*time.Second)), &serving); err != nil {
-		t.Fatal(err)
-	}
-	srv.waitLine(t, `"msg":"ready"`, 30*time.Second)
-	start(t, filepath.Join(dir, "ipam-controller"), "--kubeconfig", path, "--server", serving.Addr, "--nvidia",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
-	return &cluster{kubeconfig: path, k8s: k8s}
-}
-
-func (c *cluster) node(t *testing.T, name string, labels map[string]string) {
-	t.Helper()
-	if err := c.k8s.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (c *cluster) create(t *testing.T, obj client.Object) {
-	t.Helper()
-	if err := c.k8s.Create(context.Background(), obj); err != nil {
-		t.Fatal(err)
-	}
-}
-
-var worker = map[string]string{"kubernetes.io/role": "worker"}
-
-func workerSelector() *corev1.NodeSelector {
-	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
-		{Key: "kubernetes.io/role", Operator: corev1.NodeSelectorOpIn, Values: []string{"worker"}}}}}}
-}
-
-func ippool(name, subnet string, block int, gw string) *nvv1alpha1.IPPool {
-	return &nvv1alpha1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
-		Spec: nvv1alpha1.IPPoolSpec{Subnet: subnet, PerNodeBlockSize: block, Gateway: gw, NodeSelector: workerSelector()}}
+	return clustertest.StartNVIDIA(t, filepath.Join(dir, "ipam-server"), filepath.Join(dir, "ipam-controller"))
 }
 
 // daemon is a started ipam-node with a client of its node API.
 type daemon struct {
-	*proc
+	*proctest.Proc
 	sock    string
 	metrics string
 	health  string
@@ -248,10 +57,10 @@ type daemon struct {
 // waitLineOut waits for a line already printed or still to come.
 func (d *daemon) waitLineOut(t *testing.T, want string) {
 	t.Helper()
-	if strings.Contains(d.output(), want) {
+	if strings.Contains(d.Output(), want) {
 		return
 	}
-	d.waitLine(t, want, 30*time.Second)
+	d.WaitLine(t, want, 30*time.Second)
 }
 
 // startNode runs ipam-node for node in dir (its store, socket and CNI
@@ -265,12 +74,12 @@ func startNode(t *testing.T, dir, node, kubeconfig string, extra ...string) *dae
 		"--cni-nv-ipam-bin-file", bin, "--cni-daemon-socket", "unix://" + sock,
 		"--health-probe-bind-address", "127.0.0.1:0", "--metrics-bind-address", "127.0.0.1:0", "--log-level", "debug"}, extra...)
 	_ = os.MkdirAll(filepath.Join(dir, "cni-bin"), 0o755)
-	p := start(t, bin, args...)
-	p.waitLine(t, `"msg":"serving"`, 60*time.Second)
-	d := &daemon{proc: p, sock: sock}
+	p := proctest.Start(t, bin, args...)
+	p.WaitLine(t, `"msg":"serving"`, 60*time.Second)
+	d := &daemon{Proc: p, sock: sock}
 	for range 2 {
 		var l struct{ Server, Address string }
-		_ = json.Unmarshal([]byte(p.waitLine(t, `"msg":"http"`, 30*time.Second)), &l)
+		_ = json.Unmarshal([]byte(p.WaitLine(t, `"msg":"http"`, 30*time.Second)), &l)
 		switch l.Server {
 		case "metrics":
 			d.metrics = l.Address
@@ -346,16 +155,9 @@ func eventually(t *testing.T, what string, f func() error) {
 func TestIPAMNode(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
-	for _, n := range []string{"host-a", "host-b", "host-c", "k8s-master"} {
-		c.node(t, n, worker)
-	}
-	c.create(t, ippool("pool1", "192.168.0.0/16", 24, "192.168.0.1"))
-	c.create(t, ippool("pool6", "fd00::/64", 24, "fd00::1"))
-	c.create(t, ippool("big", "10.50.0.0/16", 256, ""))
-	c.create(t, &nvv1alpha1.CIDRPool{ObjectMeta: metav1.ObjectMeta{Name: "cpool", Namespace: "kube-system"},
-		Spec: nvv1alpha1.CIDRPoolSpec{CIDR: "10.90.0.0/16", PerNodeNetworkPrefix: 24, GatewayIndex: ptr.To[int32](1), NodeSelector: workerSelector()}})
+	c.Seed(t, nil)
 	dir := t.TempDir()
-	d := startNode(t, dir, "host-b", c.kubeconfig)
+	d := startNode(t, dir, "host-b", c.Kubeconfig)
 
 	// The plugin and its configuration are installed.
 	conf, err := os.ReadFile(filepath.Join(dir, "cni-conf", "nv-ipam.conf"))
@@ -393,7 +195,7 @@ func TestIPAMNode(t *testing.T) {
 	// 200 concurrent Allocates on one node: no duplicate, all in the block.
 	var big nvv1alpha1.IPPool
 	eventually(t, "big's block", func() error {
-		if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "big"}, &big); err != nil {
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "big"}, &big); err != nil {
 			return err
 		}
 		for _, x := range big.Status.Allocations {
@@ -441,11 +243,11 @@ func TestIPAMNode(t *testing.T) {
 	// exists with another UID than its allocation's.
 	keep := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-keep", Namespace: "default"},
 		Spec: corev1.PodSpec{NodeName: "host-b", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
-	c.create(t, keep)
+	c.Create(t, keep)
 	pk := params("keep", ipp, "pool1")
 	pk.Metadata.K8SPodUid = string(keep.UID)
 	d.allocate(t, pk)
-	c.create(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-again", Namespace: "default"},
+	c.Create(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-again", Namespace: "default"},
 		Spec: corev1.PodSpec{NodeName: "host-b", Containers: []corev1.Container{{Name: "c", Image: "x"}}}})
 	d.allocate(t, params("again", ipp, "pool1")) // UID uid-again: not the pod's
 
@@ -453,11 +255,11 @@ func TestIPAMNode(t *testing.T) {
 	// its blocks back. Its allocations stay (reported outside the block),
 	// new ones are refused with NotFound.
 	var hb corev1.Node
-	if err := c.k8s.Get(ctx, client.ObjectKey{Name: "host-b"}, &hb); err != nil {
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: "host-b"}, &hb); err != nil {
 		t.Fatal(err)
 	}
 	hb.Labels = map[string]string{"kubernetes.io/role": "storage"}
-	if err := c.k8s.Update(ctx, &hb); err != nil {
+	if err := c.Client.Update(ctx, &hb); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "pool1 gone from host-b", func() error {
@@ -476,7 +278,7 @@ func TestIPAMNode(t *testing.T) {
 			return fmt.Errorf("gauge %q", m)
 		}
 		var evs corev1.EventList
-		if err := c.k8s.List(ctx, &evs, client.InNamespace("kube-system")); err != nil {
+		if err := c.Client.List(ctx, &evs, client.InNamespace("kube-system")); err != nil {
 			return err
 		}
 		for _, e := range evs.Items {
@@ -487,8 +289,8 @@ func TestIPAMNode(t *testing.T) {
 		return fmt.Errorf("no AllocationOutsideBlock event naming pod-keep")
 	})
 	// Back to a worker: a block again, and nothing handed out twice.
-	hb.Labels = worker
-	if err := c.k8s.Update(ctx, &hb); err != nil {
+	hb.Labels = clustertest.Workers()
+	if err := c.Client.Update(ctx, &hb); err != nil {
 		t.Fatal(err)
 	}
 	back := d.allocate(t, params("back", ipp, "pool1")).GetAllocations()[0].GetIp()
@@ -497,16 +299,8 @@ func TestIPAMNode(t *testing.T) {
 	}
 
 	// Restart from disk with the API server unreachable.
-	d.stop(t)
-	bad := filepath.Join(t.TempDir(), "kubeconfig")
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["none"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}
-	kc.Contexts["none"] = &clientcmdapi.Context{Cluster: "none"}
-	kc.CurrentContext = "none"
-	if err := clientcmd.WriteToFile(*kc, bad); err != nil {
-		t.Fatal(err)
-	}
-	d = startNode(t, dir, "host-b", bad)
+	d.Stop(t)
+	d = startNode(t, dir, "host-b", unreachable(t))
 	if _, err := d.api.IsAllocated(ctx, &nodev1.IsAllocatedRequest{Parameters: params("dual", ipp, "pool1", "pool6")}); err != nil {
 		t.Fatalf("dual lost over the restart: %v", err)
 	}
@@ -515,11 +309,11 @@ func TestIPAMNode(t *testing.T) {
 		t.Fatalf("Allocate with the API server down: %v", err)
 	}
 	t.Logf("offline: %s", r2.GetAllocations()[0].GetIp())
-	d.stop(t)
+	d.Stop(t)
 
 	// The cleanup: every allocation whose pod is gone (all but pod-keep's
 	// here) or has another UID is released after the interval.
-	d = startNode(t, dir, "host-b", c.kubeconfig, "--cleanup-interval", "1s", "--cleanup-grace", "0s")
+	d = startNode(t, dir, "host-b", c.Kubeconfig, "--cleanup-interval", "1s", "--cleanup-grace", "0s")
 	eventually(t, "stale allocations released", func() error {
 		for _, cid := range []string{"c1", "again", "offline"} {
 			if _, err := d.api.IsAllocated(ctx, &nodev1.IsAllocatedRequest{Parameters: params(cid, ipp, "pool1")}); status.Code(err) != codes.NotFound {
@@ -534,7 +328,7 @@ func TestIPAMNode(t *testing.T) {
 	if m := d.metric(t, "ipam_node_stale_allocations_released_total"); !strings.Contains(m, "total ") || strings.HasSuffix(m, " 0") {
 		t.Fatalf("stale metric: %q", m)
 	}
-	d.stop(t)
+	d.Stop(t)
 }
 
 func pkIP(t *testing.T, d *daemon, p *nodev1.IPAMParameters) string {

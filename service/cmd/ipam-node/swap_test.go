@@ -68,5 +68,5 @@ func TestNVIDIAStoreSwap(t *testing.T) {
 			t.Fatalf("%s: %d", path, resp.StatusCode)
 		}
 	}
-	d.stop(t)
+	d.Stop(t)
 }

@@ -11,11 +11,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/nephio-project/ipam/service/internal/clustertest"
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
 
@@ -240,17 +239,7 @@ func writeKubeconfig(t *testing.T, path string) {
 		t.Fatalf("envtest: %v", err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
-	kc.CurrentContext = "envtest"
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
+	clustertest.WriteKubeconfig(t, cfg, path)
 }
 
 // walk runs the walk-throughs of files, a subtest per README and section:

@@ -8,55 +8,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/nephio-project/ipam/service/server/servertest"
+	"github.com/nephio-project/ipam/service/internal/proctest"
 )
 
-var (
-	buildMu  sync.Mutex
-	binDir   string
-	built    = map[string]error{}
-	buildDir = func() (string, error) { return os.MkdirTemp("", "nv-ipam-bin-") }
-)
-
-// binary builds ./service/cmd/<name> once into a directory shared by this
-// package's tests and returns its path.
+// binary builds ./service/cmd/<name> once (proctest.Build) and returns
+// its path.
 func binary(t *testing.T, name string) string {
 	t.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if binDir == "" {
-		d, err := buildDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		binDir = d
-	}
-	err, ok := built[name]
-	if !ok {
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "./service/cmd/"+name)
-		cmd.Dir = servertest.ModuleRoot(t)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, berr := cmd.CombinedOutput(); berr != nil {
-			err = errors.New("go build ./service/cmd/" + name + ": " + berr.Error() + "\n" + string(out))
-		}
-		built[name] = err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(binDir, name)
+	return filepath.Join(proctest.Build(t, "./service/cmd/"+name), name)
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { proctest.Main(m) }
 
 // runPlugin runs the nv-ipam binary with env (besides PATH) and stdin, and
 // returns its stdout, stderr and exit code.

@@ -1,13 +1,11 @@
 package cni_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha512"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -15,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,16 +22,12 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	nvv1alpha1 "github.com/nephio-project/ipam/api/nvidia/v1alpha1"
 	nodev1 "github.com/nephio-project/ipam/api/proto/nvidia/ipam/node/v1"
+	"github.com/nephio-project/ipam/service/internal/clustertest"
+	"github.com/nephio-project/ipam/service/internal/proctest"
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
 
@@ -86,149 +79,31 @@ func netns(t *testing.T, role string) string {
 	return name
 }
 
-// proc is a started binary whose output lines are collected.
-type proc struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  bytes.Buffer
-	line chan string
-	done chan error
-}
-
-// start runs bin; it is killed (if still running) when owner ends, which
-// may outlive t (a subtest restarting a daemon the test goes on using).
-func start(t, owner *testing.T, bin string, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), line: make(chan string, 4096), done: make(chan error, 1)}
-	r, w := io.Pipe()
-	p.cmd.Stdout, p.cmd.Stderr = w, w
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	go func() {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			select {
-			case p.line <- sc.Text():
-			default:
-			}
-		}
-	}()
-	go func() { err := p.cmd.Wait(); _ = w.Close(); p.done <- err }()
-	owner.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			err := <-p.done
-			p.done <- err
-		}
-		if owner.Failed() {
-			p.mu.Lock()
-			owner.Logf("%s output:\n%s", filepath.Base(bin), p.out.String())
-			p.mu.Unlock()
-		}
-	})
-	return p
-}
-
-func (p *proc) waitLine(t *testing.T, want string, timeout time.Duration) string {
-	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		select {
-		case l := <-p.line:
-			if strings.Contains(l, want) {
-				return l
-			}
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("%s exited (%v) before printing %q", p.cmd.Path, err, want)
-		case <-deadline:
-			t.Fatalf("%s printed no %q within %s", p.cmd.Path, want, timeout)
-		}
-	}
-}
-
-// signal sends sig and waits for the exit.
-func (p *proc) signal(t *testing.T, sig syscall.Signal) error {
-	t.Helper()
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return err
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s did not exit within 60s of %s", filepath.Base(p.cmd.Path), sig)
-		return nil
-	}
-}
-
 // e2e is the node side end to end: envtest's API server with ipam-server
 // and ipam-controller --nvidia assigning blocks, one ipam-node for host-b,
 // the nv-ipam plugin it installed, the bridge plugin and cnitool.
 type e2e struct {
-	t          *testing.T // the whole test: the daemon lives as long
-	k8s        client.Client
-	kubeconfig string
-	tools      string // bin/cni
-	dir        string // the node's directories
-	sock       string
-	netconfs   string // NETCONFPATH
-	node       *proc
-	api        nodev1.IPAMServiceClient
-	nodeNS     string // the "node" network namespace the bridges live in
-}
-
-func startCluster(t *testing.T, e *e2e) {
-	t.Helper()
-	// ipam-controller wants every CRD it serves installed.
-	root := servertest.ModuleRoot(t)
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(root, "api", "ipam", "v1alpha1", "crds"),
-		filepath.Join(root, "api", "capi", "crds"), filepath.Join(root, "api", "metal3", "v1alpha1", "crds"),
-		filepath.Join(root, "api", "nvidia", "v1alpha1", "crds")}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("envtest: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
-	kc.CurrentContext = "envtest"
-	e.kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, e.kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = nvv1alpha1.AddToScheme(scheme)
-	if e.k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		t.Fatal(err)
-	}
-	srv := start(t, t, binary(t, "ipam-server"), "--listen", "127.0.0.1:0", "--data-dir", t.TempDir())
-	var serving struct{ Addr string }
-	if err := json.Unmarshal([]byte(srv.waitLine(t, `"msg":"serving"`, 60*time.Second)), &serving); err != nil {
-		t.Fatal(err)
-	}
-	srv.waitLine(t, `"msg":"ready"`, 60*time.Second)
-	start(t, t, binary(t, "ipam-controller"), "--kubeconfig", e.kubeconfig, "--server", serving.Addr, "--nvidia",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	t        *testing.T // the whole test: the daemon lives as long
+	cluster  *clustertest.NVIDIA
+	tools    string // bin/cni
+	dir      string // the node's directories
+	sock     string
+	netconfs string // NETCONFPATH
+	node     *proctest.Proc
+	api      nodev1.IPAMServiceClient
+	nodeNS   string // the "node" network namespace the bridges live in
 }
 
 // startNode (re)starts ipam-node for host-b on e.dir; extra flags last.
 func (e *e2e) startNode(t *testing.T, extra ...string) {
 	t.Helper()
-	args := append([]string{"--node-name", "host-b", "--kubeconfig", e.kubeconfig, "--store-file", filepath.Join(e.dir, "store"),
+	args := append([]string{"--node-name", "host-b", "--kubeconfig", e.cluster.Kubeconfig, "--store-file", filepath.Join(e.dir, "store"),
 		"--bind-address", "unix://" + e.sock, "--cni-bin-dir", filepath.Join(e.dir, "cni-bin"), "--cni-conf-dir", filepath.Join(e.dir, "cni-conf"),
 		"--cni-nv-ipam-bin-file", binary(t, "nv-ipam"), "--cni-daemon-socket", "unix://" + e.sock,
 		"--cni-log-file", filepath.Join(e.dir, "nv-ipam.log"), "--cni-log-level", "debug",
 		"--health-probe-bind-address", "0", "--metrics-bind-address", "0"}, extra...)
-	e.node = start(t, e.t, binary(t, "ipam-node"), args...)
-	e.node.waitLine(t, `"msg":"serving"`, 120*time.Second)
+	e.node = proctest.StartCmd(t, e.t, exec.Command(binary(t, "ipam-node"), args...))
+	e.node.WaitLine(t, `"msg":"serving"`, 120*time.Second)
 	// A fresh client: one that saw the daemon go away would wait out
 	// its reconnect backoff.
 	conn, err := grpc.NewClient("unix://"+e.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -237,13 +112,6 @@ func (e *e2e) startNode(t *testing.T, extra ...string) {
 	}
 	e.t.Cleanup(func() { _ = conn.Close() })
 	e.api = nodev1.NewIPAMServiceClient(conn)
-}
-
-func (e *e2e) create(t *testing.T, obj client.Object) {
-	t.Helper()
-	if err := e.k8s.Create(context.Background(), obj); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // network writes the network configuration name into NETCONFPATH: a
@@ -367,29 +235,12 @@ func TestNetnsEndToEnd(t *testing.T) {
 	if len(e.sock) > 100 {
 		t.Fatalf("socket path %s is too long for a unix socket", e.sock)
 	}
-	startCluster(t, e)
+	e.cluster = clustertest.StartNVIDIA(t, binary(t, "ipam-server"), binary(t, "ipam-controller"))
 	ctx := context.Background()
-	worker := map[string]string{"kubernetes.io/role": "worker"}
-	for _, n := range []string{"host-a", "host-b", "host-c", "k8s-master"} {
-		e.create(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: worker}})
-	}
-	sel := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
-		{Key: "kubernetes.io/role", Operator: corev1.NodeSelectorOpIn, Values: []string{"worker"}}}}}}
-	ippool := func(name, subnet string, block int, gw string, routes ...string) *nvv1alpha1.IPPool {
-		p := &nvv1alpha1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
-			Spec: nvv1alpha1.IPPoolSpec{Subnet: subnet, PerNodeBlockSize: block, Gateway: gw, NodeSelector: sel}}
-		for _, r := range routes {
-			p.Spec.Routes = append(p.Spec.Routes, nvv1alpha1.Route{Dst: r})
-		}
-		return p
-	}
-	pool1 := ippool("pool1", "192.168.0.0/16", 24, "192.168.0.1", "10.10.0.0/16")
-	pool1.Spec.DefaultGateway = true
-	e.create(t, pool1)
-	e.create(t, ippool("pool6", "fd00::/64", 24, "fd00::1"))
-	e.create(t, ippool("big", "10.50.0.0/16", 256, ""))
-	e.create(t, &nvv1alpha1.CIDRPool{ObjectMeta: metav1.ObjectMeta{Name: "cpool", Namespace: "kube-system"},
-		Spec: nvv1alpha1.CIDRPoolSpec{CIDR: "10.90.0.0/16", PerNodeNetworkPrefix: 24, GatewayIndex: ptr.To[int32](1), NodeSelector: sel}})
+	e.cluster.Seed(t, func(pool1 *nvv1alpha1.IPPool) {
+		pool1.Spec.Routes = []nvv1alpha1.Route{{Dst: "10.10.0.0/16"}}
+		pool1.Spec.DefaultGateway = true
+	})
 
 	if err := os.MkdirAll(filepath.Join(e.dir, "cni-bin"), 0o755); err != nil {
 		t.Fatal(err)
@@ -535,7 +386,7 @@ func TestNetnsEndToEnd(t *testing.T) {
 		}
 		before := addrs(t, ctr)
 		cid := containerID(ctr)
-		e.node.signal(t, syscall.SIGKILL)
+		e.node.Kill9(t)
 		// With the daemon gone, DEL fails with "try again later" (11):
 		// the runtime retries it.
 		stdout, _, code := runPlugin(t, e.pluginEnv("DEL", cid), e.pluginConf("1.0.0", `,"poolName":"pool1"`))
@@ -587,7 +438,7 @@ func TestNetnsEndToEnd(t *testing.T) {
 
 	t.Run("200 concurrent ADDs on one node: no duplicate, all in the block", func(t *testing.T) {
 		var big nvv1alpha1.IPPool
-		if err := e.k8s.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "big"}, &big); err != nil {
+		if err := e.cluster.Client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "big"}, &big); err != nil {
 			t.Fatal(err)
 		}
 		var lo, hi netip.Addr
@@ -662,8 +513,8 @@ func TestNetnsEndToEnd(t *testing.T) {
 			Spec: corev1.PodSpec{NodeName: "host-b", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
 		stale := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-stale", Namespace: "default"},
 			Spec: corev1.PodSpec{NodeName: "host-b", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
-		e.create(t, keep)
-		e.create(t, stale)
+		e.cluster.Create(t, keep)
+		e.cluster.Create(t, stale)
 		ctrKeep, ctrStale := netns(t, "keep"), netns(t, "stale")
 		if _, err := e.cnitool(t, "add", "pool1", ctrKeep, keep.Name, string(keep.UID)); err != nil {
 			t.Fatal(err)
@@ -672,13 +523,11 @@ func TestNetnsEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The pod is deleted while its container's DEL never comes.
-		if err := e.k8s.Delete(ctx, stale, client.GracePeriodSeconds(0)); err != nil {
+		if err := e.cluster.Client.Delete(ctx, stale, client.GracePeriodSeconds(0)); err != nil {
 			t.Fatal(err)
 		}
 		begin := time.Now()
-		if err := e.node.signal(t, syscall.SIGTERM); err != nil {
-			t.Fatalf("ipam-node after SIGTERM: %v", err)
-		}
+		e.node.Stop(t)
 		t.Logf("ipam-node stopped on SIGTERM in %s", time.Since(begin).Round(time.Millisecond))
 		begin = time.Now()
 		e.startNode(t, "--cleanup-interval", "1s", "--cleanup-grace", "0s")
@@ -707,7 +556,5 @@ func TestNetnsEndToEnd(t *testing.T) {
 	if err != nil || !bytes.Contains(data, []byte(`"cmd":"ADD"`)) || !bytes.Contains(data, []byte(`"cmd":"CHECK"`)) {
 		t.Fatalf("plugin log: %v\n%.2000s", err, data)
 	}
-	if err := e.node.signal(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("ipam-node after SIGTERM: %v", err)
-	}
+	e.node.Stop(t)
 }
