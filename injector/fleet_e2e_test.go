@@ -93,12 +93,19 @@ func TestPorchFleet(t *testing.T) {
 	}
 	byAddr := map[string]string{}
 	for i, name := range names {
-		res := x.resources(name)
-		got := allocations(t, res)
+		// A condition turns True in the PackageRevision (Porch's cache of
+		// its revisions) a moment before a read of its resources (loaded
+		// from the draft branch) shows the write.
 		owner := Owner("fleet", siteName(i))
-		if len(got) != allocs || fmt.Sprint(got) != fmt.Sprint(held[owner]) {
-			t.Errorf("%s holds %v; ipam-server holds %v for %s", name, got, held[owner], owner)
-		}
+		var res map[string]string
+		var got map[string]string
+		eventually(t, time.Minute, name+"'s resources as ipam-server holds them", func() error {
+			res = x.resources(name)
+			if got = allocations(t, res); len(got) != allocs || fmt.Sprint(got) != fmt.Sprint(held[owner]) {
+				return fmt.Errorf("%s holds %v; ipam-server holds %v for %s", name, got, held[owner], owner)
+			}
+			return nil
+		})
 		for a, p := range got {
 			if p == "" {
 				t.Errorf("%s: %s has no address", name, a)

@@ -185,7 +185,16 @@ func (in *Injector) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		revisions = in.Reader
 	}
 	pr := newRevision()
-	if err := revisions.Get(ctx, key, pr); err != nil {
+	err := revisions.Get(ctx, key, pr)
+	if apierrors.IsNotFound(err) && in.Revisions != nil {
+		// The watch's cache can miss a revision that lives: Porch was seen
+		// to send a new Draft's deletion when a repository refresh raced
+		// its creation. The resync, which lists Porch itself, found it.
+		if err = in.Reader.Get(ctx, key, pr); err == nil {
+			logger.Info("revision missing from the watch's cache; read from Porch")
+		}
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			in.forget(key)
 			return reconcile.Result{}, nil
@@ -208,6 +217,10 @@ func (in *Injector) Reconcile(ctx context.Context, req reconcile.Request) (recon
 				in.processed(key, version)
 			}
 			return reconcile.Result{}, nil
+		}
+		if errors.As(err, new(errStaleAnswer)) {
+			logger.Info("reading the revision again soon", "reason", err.Error())
+			return reconcile.Result{RequeueAfter: staleAnswerRetry}, nil
 		}
 		if !errors.As(err, new(errConflict)) {
 			return reconcile.Result{}, err
@@ -301,6 +314,7 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 	if len(out)+len(removed) == 0 {
 		return failed(prr.ResourceVersion)
 	}
+	read := prr.ResourceVersion
 	maps.Copy(prr.Spec.Resources, out)
 	for _, name := range removed {
 		delete(prr.Spec.Resources, name)
@@ -323,7 +337,27 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 	} else {
 		in.event(pr, corev1.EventTypeNormal, EventAllocated, cond.Message+"; wrote "+strings.Join(slices.Sorted(maps.Keys(out)), ", "))
 	}
+	if prr.ResourceVersion == read {
+		// Porch committed the write but answered with the version it
+		// had read, and then kept serving that version: its cache missed
+		// its own write. Nothing is recorded as processed; the revision is
+		// read again soon (and written again if what Porch serves still
+		// lacks the write).
+		return "", errStaleAnswer{version: read}
+	}
 	return failed(prr.ResourceVersion)
+}
+
+// staleAnswerRetry is how soon a revision whose write Porch answered with
+// the version read before it is read again.
+const staleAnswerRetry = 3 * time.Second
+
+// errStaleAnswer is a write Porch answered with the resourceVersion the
+// revision had before it.
+type errStaleAnswer struct{ version string }
+
+func (e errStaleAnswer) Error() string {
+	return "Porch answered the write with the version read before it (" + e.version + ")"
 }
 
 // summary is the message of a True condition.

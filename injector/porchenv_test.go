@@ -82,6 +82,13 @@ func startPorch(t testing.TB) *porchEnv {
 	e.logs = filepath.Join(e.dir, "logs")
 	must(t, os.MkdirAll(e.logs, 0o755))
 	t.Cleanup(func() {
+		if keep := os.Getenv("PORCH_TEST_LOGS"); keep != "" {
+			// Keep every log of the run (Porch's, the injectors') for study.
+			dst := filepath.Join(keep, t.Name())
+			if err := os.CopyFS(dst, os.DirFS(e.logs)); err != nil {
+				t.Logf("keeping the logs in %s: %v", dst, err)
+			}
+		}
 		if t.Failed() {
 			for _, name := range []string{"porch.log", "function-runner.log"} {
 				b, _ := os.ReadFile(filepath.Join(e.logs, name))

@@ -206,14 +206,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if interval <= 0 {
 		interval = DefaultGCInterval
 	}
-	if err := mgr.Add(gcRunnable{in: in, interval: interval, after: cfg.afterGC}); err != nil {
+	if err := mgr.Add(gcRunnable{in: in, interval: interval, log: mgr.GetLogger().WithName("gc"), after: cfg.afterGC}); err != nil {
 		return err
 	}
 	every := cfg.ResyncInterval
 	if every <= 0 {
 		every = DefaultResyncInterval
 	}
-	if err := mgr.Add(resyncRunnable{in: in, interval: every, out: resync, after: cfg.afterGC}); err != nil {
+	if err := mgr.Add(resyncRunnable{in: in, interval: every, out: resync, log: mgr.GetLogger().WithName("resync"), after: cfg.afterGC}); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
@@ -225,12 +225,13 @@ func Run(ctx context.Context, cfg Config) error {
 type gcRunnable struct {
 	in       *Injector
 	interval time.Duration
+	log      logr.Logger
 	after    func(started time.Time) // called after each collection; may be nil
 }
 
 // Start collects garbage when due until ctx is done.
 func (g gcRunnable) Start(ctx context.Context) error {
-	logger := ctrl.LoggerFrom(ctx).WithName("gc")
+	logger := g.log
 	t := time.NewTicker(g.interval)
 	defer t.Stop()
 	for {
@@ -283,13 +284,14 @@ type resyncRunnable struct {
 	in       *Injector
 	interval time.Duration
 	out      chan<- event.GenericEvent
+	log      logr.Logger
 	after    func(started time.Time) // called after each collection; may be nil
 }
 
 // Start resyncs until ctx is done: one list call to Porch each time, no
 // per-Draft read.
 func (r resyncRunnable) Start(ctx context.Context) error {
-	logger := ctrl.LoggerFrom(ctx).WithName("resync")
+	logger := r.log
 	t := time.NewTicker(r.interval)
 	defer t.Stop()
 	var soon <-chan time.Time // armed by an event
