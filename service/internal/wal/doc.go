@@ -27,6 +27,10 @@
 // compares the last enqueued and the last durable sequence numbers, two
 // atomic loads: a reader pays nothing when no batch is pending.
 //
+// Options.OnFsync and Options.OnCommit report the latency of each fsync of
+// a segment and the records and bytes of each group commit, for the
+// caller's metrics; the package itself exports none.
+//
 // # Files
 //
 // A data directory holds:

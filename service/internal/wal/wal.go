@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Errors returned by the Log; they are wrapped, so test with errors.Is.
@@ -49,6 +50,14 @@ type Options struct {
 	// SyncFile, when set, replaces (*os.File).Sync for the fsyncs of
 	// segment files: fault injection (a slow or failing fsync) in tests.
 	SyncFile func(*os.File) error
+	// OnFsync, when set, is called by the writer with the duration of
+	// each successful fsync of a segment file (none with NoSync): the
+	// latency a group commit waits for. It must return quickly.
+	OnFsync func(time.Duration)
+	// OnCommit, when set, is called by the writer after each successful
+	// group commit with the payloads (records) of its batches and the
+	// bytes it wrote. It must return quickly.
+	OnCommit func(records, bytes int)
 }
 
 // Log is an open write-ahead log in a data directory. Its methods are safe
@@ -61,7 +70,9 @@ type Log struct {
 	segBytes int64
 	recover  bool // Options.RecoverTruncated
 	lock     *os.File
-	syncFile func(*os.File) error // f.Sync; replaced by tests to inject failures
+	syncFile func(*os.File) error     // f.Sync; replaced by tests to inject failures
+	onFsync  func(time.Duration)      // Options.OnFsync
+	onCommit func(records, bytes int) // Options.OnCommit
 
 	mu       sync.Mutex
 	cur      *group // the batches enqueued since the writer last took a group
@@ -108,6 +119,8 @@ func Open(dir string, opts Options) (*Log, error) {
 		segBytes: opts.SegmentBytes,
 		recover:  opts.RecoverTruncated,
 		syncFile: opts.SyncFile,
+		onFsync:  opts.OnFsync,
+		onCommit: opts.OnCommit,
 		kick:     make(chan struct{}, 1),
 		stopped:  make(chan struct{}),
 	}
@@ -171,6 +184,7 @@ type group struct {
 	buf   []byte // concatenated frames
 	ends  []int  // end offset in buf of each batch's frame
 	first uint64 // seq of the first batch
+	recs  int    // payloads of the batches
 
 	done chan struct{} // closed once the group is durable or failed
 	err  error         // set before done is closed
@@ -226,6 +240,7 @@ func (l *Log) Enqueue(payloads ...[]byte) *Pending {
 		}
 		g.buf = appendFrame(slices.Grow(g.buf, prefixSize+size), l.seq, size, payloads) // one copy of a large batch
 		g.ends = append(g.ends, len(g.buf))
+		g.recs += len(payloads)
 		l.enqueued.Store(l.seq)
 	}
 	p := &Pending{g: g, seq: l.seq}
@@ -420,11 +435,14 @@ func (l *Log) commit(g *group) error {
 	if err := l.write(g.buf[start:prev]); err != nil {
 		return err
 	}
-	if err := l.fsync(l.f); err != nil {
+	if err := l.syncSegment(); err != nil {
 		return err
 	}
 	l.stats.batches.Add(uint64(len(g.ends)))
 	l.stats.commits.Add(1)
+	if l.onCommit != nil {
+		l.onCommit(g.recs, len(g.buf))
+	}
 	return nil
 }
 
@@ -438,6 +456,20 @@ func (l *Log) write(b []byte) error {
 	return err
 }
 
+// syncSegment fsyncs the active segment and reports the time it took to
+// Options.OnFsync.
+func (l *Log) syncSegment() error {
+	if l.onFsync == nil || l.noSync {
+		return l.fsync(l.f)
+	}
+	start := time.Now()
+	if err := l.fsync(l.f); err != nil {
+		return err
+	}
+	l.onFsync(time.Since(start))
+	return nil
+}
+
 func (l *Log) fsync(f *os.File) error {
 	if l.noSync {
 		return nil
@@ -449,7 +481,7 @@ func (l *Log) fsync(f *os.File) error {
 // roll fsyncs and closes the active segment and makes a new, empty segment,
 // for the batches from first on, the active one.
 func (l *Log) roll(first uint64) error {
-	if err := l.fsync(l.f); err != nil {
+	if err := l.syncSegment(); err != nil {
 		return err
 	}
 	if err := l.f.Close(); err != nil {

@@ -403,3 +403,59 @@ func TestFailClosedOnWriteError(t *testing.T) {
 		t.Fatal("Enqueue succeeded after a write error")
 	}
 }
+
+// TestObservers checks that OnCommit sees every record and byte written,
+// once per group commit, and OnFsync every fsync of a segment, across
+// segment rolls.
+func TestObservers(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		noSync bool
+	}{{"fsync", false}, {"NoSync", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var commits, records, bytes, fsyncs int
+			l, _ := open(t, t.TempDir(), Options{
+				NoSync:       tc.noSync,
+				SegmentBytes: 4 << 10, // a roll every few batches
+				OnCommit: func(r, b int) {
+					mu.Lock()
+					defer mu.Unlock()
+					commits++
+					records += r
+					bytes += b
+				},
+				OnFsync: func(d time.Duration) {
+					mu.Lock()
+					defer mu.Unlock()
+					if d < 0 {
+						t.Errorf("fsync took %v", d)
+					}
+					fsyncs++
+				},
+			})
+			const n = 100
+			write(t, l, 0, n)
+			l.segMu.Lock()
+			rolls := len(l.segs) - 1 // an empty log begins with one segment
+			l.segMu.Unlock()
+			if rolls == 0 {
+				t.Fatal("no segment roll: the test does not cover fsyncs before a roll")
+			}
+			s := l.Stats()
+			mu.Lock()
+			defer mu.Unlock()
+			if commits != int(s.Commits) || records != len(flat(0, n)) || bytes != int(s.Bytes) {
+				t.Errorf("OnCommit saw %d commits, %d records, %d bytes; want %d, %d, %d",
+					commits, records, bytes, s.Commits, len(flat(0, n)), s.Bytes)
+			}
+			want := commits + rolls
+			if tc.noSync {
+				want = 0
+			}
+			if fsyncs != want {
+				t.Errorf("OnFsync called %d times, want %d (%d commits, %d rolls)", fsyncs, want, commits, rolls)
+			}
+		})
+	}
+}

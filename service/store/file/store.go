@@ -33,6 +33,14 @@ type Options struct {
 	// SyncFile, when set, replaces (*os.File).Sync for the fsyncs of the
 	// log's segments: fault injection (a slow or failing fsync) in tests.
 	SyncFile func(*os.File) error
+	// OnFsync, when set, receives the duration of each fsync of the log's
+	// segments (none with NoSync): a hook for metrics, called by the log's
+	// writer, that must return quickly.
+	OnFsync func(time.Duration)
+	// OnCommit, when set, receives the records and bytes of each group
+	// commit of the log, written with one fsync: a hook for metrics, called
+	// by the log's writer, that must return quickly.
+	OnCommit func(records, bytes int)
 }
 
 // DefaultSnapshotEvery is the number of records between automatic snapshots
@@ -106,7 +114,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	if every == 0 {
 		every = DefaultSnapshotEvery
 	}
-	l, err := wal.Open(dir, wal.Options{Logger: lg, NoSync: opts.NoSync, RecoverTruncated: opts.RecoverTruncated, SyncFile: opts.SyncFile})
+	l, err := wal.Open(dir, wal.Options{Logger: lg, NoSync: opts.NoSync, RecoverTruncated: opts.RecoverTruncated,
+		SyncFile: opts.SyncFile, OnFsync: opts.OnFsync, OnCommit: opts.OnCommit})
 	if err != nil {
 		return nil, fmt.Errorf("file store %s: %w", dir, err)
 	}
