@@ -393,6 +393,9 @@ func newInstance(cfg Config, store Store, sec security, log *slog.Logger) *insta
 	if cs, ok := store.(commitStatser); ok {
 		metrics.watchCommits(cs)
 	}
+	if ws, ok := store.(walStore); ok {
+		metrics.watchWAL(ws)
+	}
 	svc := NewService(a, hub, metrics)
 	svc.policy = sec.policy
 	return &instance{cfg: cfg, store: store, sec: sec, log: log, hub: hub, alloc: a, metrics: metrics, svc: svc,

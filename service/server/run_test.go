@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -317,6 +318,64 @@ func TestMetrics(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Log(grepLines(text, "ipam_"))
+	}
+}
+
+// TestWALMetrics checks the histograms of the file store's log: every
+// change is counted in a group commit, each commit waited for an fsync of
+// plausible length; the memory store exports none of them.
+func TestWALMetrics(t *testing.T) {
+	for _, tc := range []struct {
+		store string
+		want  bool
+	}{{"file", true}, {"memory", false}} {
+		t.Run(tc.store, func(t *testing.T) {
+			cfg := server.Config{Store: tc.store}
+			if tc.store == "file" {
+				cfg.DataDir = t.TempDir()
+			}
+			ts := servertest.Start(t, cfg, true)
+			c := ts.Client(t)
+			ctx := context.Background()
+			seed(t, c) // 3 changes
+			const allocs = 5
+			for i := range allocs {
+				a := alloc1()
+				a.Key = key(fmt.Sprintf("alloc%d", i))
+				must(t, call(c.Allocate(ctx, &ipamv1.AllocateRequest{Allocation: a})))
+			}
+			text := scrape(t, ts.MetricsAddr)
+			if !tc.want {
+				if strings.Contains(text, "ipam_wal_") {
+					t.Errorf("the %s store exports WAL metrics:\n%s", tc.store, grepLines(text, "ipam_wal_"))
+				}
+				return
+			}
+			v := func(name string) float64 {
+				t.Helper()
+				for l := range strings.Lines(text) {
+					if val, ok := strings.CutPrefix(l, name+" "); ok {
+						f, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+						must(t, err)
+						return f
+					}
+				}
+				t.Fatalf("metrics lack %s:\n%s", name, grepLines(text, "ipam_wal_"))
+				return 0
+			}
+			fsyncs, fsyncSecs := v("ipam_wal_fsync_duration_seconds_count"), v("ipam_wal_fsync_duration_seconds_sum")
+			commits, records := v("ipam_wal_batch_records_count"), v("ipam_wal_batch_records_sum")
+			byteCommits, bytes := v("ipam_wal_batch_bytes_count"), v("ipam_wal_batch_bytes_sum")
+			if commits < 1 || records < 3+allocs || records < commits {
+				t.Errorf("%v group commits wrote %v records; want at least one, of %d changes or more", commits, records, 3+allocs)
+			}
+			if byteCommits != commits || bytes < records {
+				t.Errorf("%v group commits wrote %v bytes; want %v commits of at least a byte per record", byteCommits, bytes, commits)
+			}
+			if fsyncs < commits || fsyncSecs <= 0 || fsyncSecs > 10*fsyncs {
+				t.Errorf("%v fsyncs took %vs for %v group commits; want one per commit at least, each under 10s", fsyncs, fsyncSecs, commits)
+			}
+		})
 	}
 }
 

@@ -7,7 +7,16 @@ import (
 	"github.com/nephio-project/ipam/service/store/file"
 )
 
-var _ Store = (*file.Store)(nil)
+var _ Store = fileStore{}
+
+// fileStore is the embedded file store with the histograms its log feeds.
+type fileStore struct {
+	*file.Store
+	wal walHistograms
+}
+
+// walHistograms returns the histograms the store's log feeds.
+func (s fileStore) walHistograms() walHistograms { return s.wal }
 
 // openFileStore opens the embedded file store in cfg.DataDir; it takes
 // snapshots itself every cfg.SnapshotEvery records.
@@ -15,6 +24,11 @@ func openFileStore(cfg Config, log *slog.Logger) (Store, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("store file: --data-dir is required")
 	}
-	return file.Open(cfg.DataDir, file.Options{Logger: log, NoSync: cfg.NoSync, SnapshotEvery: cfg.SnapshotEvery,
-		RecoverTruncated: cfg.RecoverTruncated})
+	h := newWALHistograms()
+	s, err := file.Open(cfg.DataDir, file.Options{Logger: log, NoSync: cfg.NoSync, SnapshotEvery: cfg.SnapshotEvery,
+		RecoverTruncated: cfg.RecoverTruncated, OnFsync: h.observeFsync, OnCommit: h.observeCommit})
+	if err != nil {
+		return nil, err
+	}
+	return fileStore{Store: s, wal: h}, nil
 }
