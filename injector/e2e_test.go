@@ -364,7 +364,7 @@ func TestPorchE2E(t *testing.T) {
 		deleted = append(deleted, pr.GetName())
 	}
 	t.Logf("deleted every revision of net-pkg: %v", deleted)
-	eventually(t, 30*time.Second, "package released", func() error {
+	eventually(t, 90*time.Second, "package released", func() error {
 		if a := x.serverAllocations(owner); len(a) != 0 {
 			return fmt.Errorf("server still holds %v", a)
 		}

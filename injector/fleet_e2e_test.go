@@ -138,7 +138,7 @@ func TestPorchFleet(t *testing.T) {
 	for i := 0; i < n; i += 4 {
 		delete(want, Owner("fleet", siteName(i)))
 	}
-	eventually(t, 60*time.Second, "the deleted Drafts' allocations released", func() error {
+	eventually(t, 2*time.Minute, "the deleted Drafts' allocations released", func() error {
 		got := ownerAllocations(t, x.ipam, "fleet/")
 		if len(got) != len(want) {
 			return fmt.Errorf("ipam-server holds %d owners, want %d", len(got), len(want))

@@ -86,7 +86,7 @@ type Injector struct {
 	owners   map[string]string               // owner -> namespace, every owner synced by this process
 	warned   map[string]string               // revision -> resourceVersion of its last parse-error Event
 	done     map[types.NamespacedName]string // Draft -> resourceVersion last processed
-	suspects map[string]bool                 // owners without a revision at the last collection
+	suspects map[string]time.Time            // owners without a revision at the last collection: since when
 }
 
 // upToDate reports whether the Draft was processed at this resourceVersion.
@@ -461,17 +461,22 @@ func (in *Injector) CollectGarbage(ctx context.Context, prs *unstructured.Unstru
 	}
 	in.mu.Lock()
 	suspects := in.suspects
-	in.suspects = map[string]bool{}
+	in.suspects = map[string]time.Time{}
 	in.mu.Unlock()
+	now := time.Now()
 	var released []string
 	var errs []error
 	for _, o := range slices.Sorted(maps.Keys(candidates)) {
 		if alive[o] {
 			continue
 		}
-		if !suspects[o] {
+		since, suspected := suspects[o]
+		if !suspected || now.Sub(since) < releaseGrace {
+			if !suspected {
+				since = now
+			}
 			in.mu.Lock()
-			in.suspects[o] = true // gone if still so at the next collection
+			in.suspects[o] = since // gone if still so at a collection releaseGrace later
 			in.mu.Unlock()
 			continue
 		}
@@ -480,7 +485,7 @@ func (in *Injector) CollectGarbage(ctx context.Context, prs *unstructured.Unstru
 		cancel()
 		if err != nil {
 			in.mu.Lock()
-			in.suspects[o] = true
+			in.suspects[o] = since
 			in.mu.Unlock()
 			errs = append(errs, fmt.Errorf("release owner %s: %w", o, err))
 			continue
@@ -495,7 +500,13 @@ func (in *Injector) CollectGarbage(ctx context.Context, prs *unstructured.Unstru
 	return released, errors.Join(errs...)
 }
 
-// pendingRelease reports whether some owner waits for a second collection
+// releaseGrace is how long a package must have been found gone, by every
+// collection in a row, before it is released: Porch's list and watch were
+// seen to miss a live revision for a moment while a repository refresh
+// raced its creation, and a release cannot be undone.
+const releaseGrace = 30 * time.Second
+
+// pendingRelease reports whether some owner waits for a later collection
 // to be released.
 func (in *Injector) pendingRelease() bool {
 	in.mu.Lock()

@@ -47,7 +47,8 @@ const DefaultResyncInterval = 5 * time.Minute
 
 // DefaultGCInterval is how soon after a PackageRevision deletion the
 // injector collects garbage when Config.GCInterval is zero; a package that
-// is gone is released at the second collection that finds it gone.
+// is gone is released by the first collection at least 30 s after the
+// first that found it gone, when every collection in between did too.
 const DefaultGCInterval = time.Minute
 
 // DefaultWorkers is how many revisions are processed at once when
@@ -221,7 +222,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 // gcRunnable runs Injector.CollectGarbage, checking every interval whether
 // one is due: after a PackageRevision deletion, after a failed collection,
-// while an owner waits for its second collection, and once at start.
+// while an owner waits for its release, and once at start.
 type gcRunnable struct {
 	in       *Injector
 	interval time.Duration
@@ -249,7 +250,7 @@ func (g gcRunnable) Start(ctx context.Context) error {
 
 // collect runs one garbage collection (prs: a live list already made, or
 // nil) and makes the next one due when it failed or an owner waits for
-// its second collection.
+// its release.
 func (in *Injector) collect(ctx context.Context, logger logr.Logger, prs *unstructured.UnstructuredList, after func(time.Time)) {
 	started := time.Now()
 	released, err := in.CollectGarbage(ctx, prs)
