@@ -322,14 +322,14 @@ PROVIDER        := nephio
 RELEASE_VERSION ?= $(shell v=$$(git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null) && echo "$$v" || echo "v0.0.0-$(VERSION)")
 RELEASE_DIR     ?= $(BIN)/release
 
-release-artifacts: catalog ## write the clusterctl provider repository (ipam-components.yaml, metadata.yaml) a clusterctl.yaml and ipam-fn's catalog entry into bin/release
+release-artifacts: catalog ## write the clusterctl provider repository (ipam-components.yaml, metadata.yaml), a clusterctl.yaml and ipam-fn's catalog entry into bin/release
 	$(GO) run ./service/internal/clusterctlrelease --blueprint blueprints/ipam --out $(RELEASE_DIR) \
 		--provider $(PROVIDER) --version $(RELEASE_VERSION) --tag $(VERSION)
 
 # ipam-fn's kpt function catalog entry of $(VERSION): the image
 # ipam-fn:$(VERSION) that make images builds (ipam-fn --version prints
 # $(VERSION)), its source and example package at that commit or tag.
-catalog: ## write ipam-fn's catalog entry (metadata.yaml: image ipam-fn:$(VERSION), source at its ref) into bin/release/ipam-fn/$(VERSION)
+catalog: ## write ipam-fn's kpt function catalog entry (metadata.yaml: image ipam-fn:<version>, source at its Git ref) into bin/release/ipam-fn/<version>
 	$(GO) run ./functions/internal/catalog --version $(VERSION) --out $(RELEASE_DIR)
 
 blueprint-crds: generate-api ## copy the generated CRDs into the blueprints/ipam, ipam-metal3 and ipam-nvidia kpt packages, in the form kpt writes

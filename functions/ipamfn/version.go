@@ -40,8 +40,9 @@ var (
 
 // SourceRef is the Git ref the source of version is at: the commit of a
 // build between tags (git describe's v1.2.3-4-gabcdef0, a bare commit, a
-// Go pseudo-version), the tag itself otherwise, "main" for DevVersion. A
-// -dirty build names the commit it was built on.
+// Go pseudo-version), the tag itself otherwise, "main" for DevVersion and
+// for "unknown" (make's version outside Git). A -dirty build names the
+// commit it was built on.
 func SourceRef(version string) string {
 	v := strings.TrimSuffix(version, "-dirty")
 	if m := pseudoVersion.FindStringSubmatch(v); m != nil {
@@ -53,7 +54,7 @@ func SourceRef(version string) string {
 	switch {
 	case commitOnly.MatchString(v):
 		return v
-	case v == "" || v == DevVersion:
+	case v == "" || v == DevVersion || v == "unknown":
 		return "main"
 	}
 	return v

@@ -20,6 +20,7 @@ func TestSourceRef(t *testing.T) {
 		{"v0.0.0-20261127143205-c06b4e8a1b2c", "c06b4e8a1b2c"},
 		{"v0.3.1-0.20261127143205-c06b4e8a1b2c", "c06b4e8a1b2c"},
 		{"dev", "main"},
+		{"unknown", "main"},
 		{"", "main"},
 	} {
 		if got := ipamfn.SourceRef(tc.version); got != tc.want {
