@@ -30,13 +30,17 @@ GO_DIRS := $(wildcard api service functions injector)
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-20s %s\n", $$1, $$2 }'
 
-# VERSION names the build: ipamctl version prints it, images are tagged with it.
+# VERSION names the build: ipamctl version and ipam-fn --version print it,
+# images are tagged with it, make catalog writes ipam-fn's catalog entry of it.
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+# VERSION_LDFLAGS stamp VERSION into the binaries that print it.
+VERSION_LDFLAGS := -X github.com/nephio-project/ipam/service/fronts/ctl.Version=$(VERSION) \
+	-X github.com/nephio-project/ipam/functions/ipamfn.Version=$(VERSION)
 
 build: ## build every binary into bin/
 	@mkdir -p $(BIN)
 ifneq ($(CMD_PKGS),)
-	CGO_ENABLED=0 $(GO) build -ldflags='-X github.com/nephio-project/ipam/service/fronts/ctl.Version=$(VERSION)' -o $(BIN)/ $(CMD_PKGS)
+	CGO_ENABLED=0 $(GO) build -ldflags='$(VERSION_LDFLAGS)' -o $(BIN)/ $(CMD_PKGS)
 else
 	@echo "build: no main packages under service/cmd, functions/cmd or injector/cmd yet"
 endif
@@ -211,7 +215,7 @@ images: ## build the images ipam-fn, ipam-server, ipam-controller, ipam-injector
 	out=$(IMAGES_DIR); rm -rf "$$out"; mkdir -p "$$out/bin"; \
 	pkgs=; for spec in $(IMAGES); do IFS=: read -r name pkg dockerfile <<< "$$spec"; pkgs="$$pkgs $${pkg//+/ }"; done; \
 	echo "images: go build$$pkgs (CGO_ENABLED=0, static)"; \
-	CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o "$$out/bin/" $$pkgs; \
+	CGO_ENABLED=0 $(GO) build -ldflags='-s -w $(VERSION_LDFLAGS)' -o "$$out/bin/" $$pkgs; \
 	for spec in $(IMAGES); do \
 		IFS=: read -r name pkg dockerfile <<< "$$spec"; \
 		ctx="$$out/$$name"; mkdir -p "$$ctx/data"; \
@@ -298,7 +302,7 @@ PORCH_KPT_VERSION := v1.0.0-beta.61
 porch-env: testbin ## build Porch and its function runner into bin/porch unless they are there at the pinned versions
 	PORCH_VERSION=$(PORCH_VERSION) KPT_VERSION=$(PORCH_KPT_VERSION) injector/porchenv/build.sh $(BIN)/porch
 
-.PHONY: clusterctl release-artifacts
+.PHONY: clusterctl release-artifacts catalog
 
 # Cluster API's clusterctl for the provider's move and release tests, built
 # from the Go module proxy into bin/capi in a throwaway module under
@@ -318,9 +322,15 @@ PROVIDER        := nephio
 RELEASE_VERSION ?= $(shell v=$$(git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null) && echo "$$v" || echo "v0.0.0-$(VERSION)")
 RELEASE_DIR     ?= $(BIN)/release
 
-release-artifacts: ## write the clusterctl provider repository (ipam-components.yaml, metadata.yaml) and a clusterctl.yaml into bin/release
+release-artifacts: catalog ## write the clusterctl provider repository (ipam-components.yaml, metadata.yaml), a clusterctl.yaml and ipam-fn's catalog entry into bin/release
 	$(GO) run ./service/internal/clusterctlrelease --blueprint blueprints/ipam --out $(RELEASE_DIR) \
 		--provider $(PROVIDER) --version $(RELEASE_VERSION) --tag $(VERSION)
+
+# ipam-fn's kpt function catalog entry of $(VERSION): the image
+# ipam-fn:$(VERSION) that make images builds (ipam-fn --version prints
+# $(VERSION)), its source and example package at that commit or tag.
+catalog: ## write ipam-fn's kpt function catalog entry (metadata.yaml: image ipam-fn:<version>, source at its Git ref) into bin/release/ipam-fn/<version>
+	$(GO) run ./functions/internal/catalog --version $(VERSION) --out $(RELEASE_DIR)
 
 blueprint-crds: generate-api ## copy the generated CRDs into the blueprints/ipam, ipam-metal3 and ipam-nvidia kpt packages, in the form kpt writes
 	rm -rf blueprints/ipam/crds

@@ -8,8 +8,9 @@ import _ "embed"
 //go:embed README.md
 var README []byte
 
-// Metadata is the function's catalog metadata (metadata.yaml), printed
-// with README by `ipam-fn --doc`.
+// Metadata is the function's catalog metadata as committed
+// (metadata.yaml): the entry of a development build, which
+// CatalogMetadata versions for `ipam-fn --doc` and make catalog.
 //
 //go:embed metadata.yaml
 var Metadata []byte

@@ -93,7 +93,7 @@ var normalizers = []struct {
 	// Durations the server logs.
 	{regexp.MustCompile(`"(duration|restore_duration)":"[^"]*"`), `"$1":"<duration>"`},
 	// The version make stamps into the binaries (git describe of the checkout).
-	{regexp.MustCompile(`ctl\.Version=[^' ]*`), `ctl.Version=<version>`},
+	{regexp.MustCompile(`(ctl|ipamfn)\.Version=[^' ]*`), `$1.Version=<version>`},
 	// The AGE column of kubectl's tables, its last.
 	{regexp.MustCompile(`(\s)\d+[smhd](\d+[smh])?$`), `$1<age>`},
 	// How long kpt says a function ran.
