@@ -87,6 +87,7 @@ type Injector struct {
 	warned   map[string]string               // revision -> resourceVersion of its last parse-error Event
 	done     map[types.NamespacedName]string // Draft -> resourceVersion last processed
 	suspects map[string]time.Time            // owners without a revision at the last collection: since when
+	listed   map[types.NamespacedName]bool   // Drafts the resync's list showed at a version not processed
 }
 
 // upToDate reports whether the Draft was processed at this resourceVersion.
@@ -94,6 +95,27 @@ func (in *Injector) upToDate(key types.NamespacedName, version string) bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return version != "" && in.done[key] == version
+}
+
+// sawListed records that the resync's list showed the Draft at a version
+// not processed.
+func (in *Injector) sawListed(key types.NamespacedName) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.listed == nil {
+		in.listed = map[types.NamespacedName]bool{}
+	}
+	in.listed[key] = true
+}
+
+// takeListed reports, once, whether the resync's list showed the Draft at
+// a version not processed.
+func (in *Injector) takeListed(key types.NamespacedName) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	listed := in.listed[key]
+	delete(in.listed, key)
+	return listed
 }
 
 // processed records that the Draft was processed at this resourceVersion.
@@ -112,6 +134,7 @@ func (in *Injector) forget(key types.NamespacedName) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	delete(in.done, key)
+	delete(in.listed, key)
 	delete(in.warned, key.String())
 }
 
@@ -184,9 +207,15 @@ func (in *Injector) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if revisions == nil {
 		revisions = in.Reader
 	}
+	if in.takeListed(key) {
+		// The resync's list of Porch showed this Draft at a version not
+		// processed: the watch's cache may be behind (a dropped event), so
+		// the revision is read from Porch.
+		revisions = in.Reader
+	}
 	pr := newRevision()
 	err := revisions.Get(ctx, key, pr)
-	if apierrors.IsNotFound(err) && in.Revisions != nil {
+	if apierrors.IsNotFound(err) && in.Revisions != nil && revisions != in.Reader {
 		// The watch's cache can miss a revision that lives: Porch was seen
 		// to send a new Draft's deletion when a repository refresh raced
 		// its creation. The resync, which lists Porch itself, found it.

@@ -333,6 +333,7 @@ func (r resyncRunnable) Start(ctx context.Context) error {
 				continue
 			}
 			stale++
+			r.in.sawListed(key)
 			select {
 			case r.out <- event.GenericEvent{Object: pr}:
 			case <-ctx.Done():
