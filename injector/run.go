@@ -278,9 +278,9 @@ func (g gcRunnable) NeedLeaderElection() bool { return true }
 const activityResync = 30 * time.Second
 
 // resyncRunnable lists the PackageRevisions every interval, and
-// activityResync after an event, and sends the controller each Draft not
-// processed at its current version; the periodic list also serves a
-// garbage collection.
+// activityResync after an event or after a list that found Drafts to
+// process, and sends the controller each Draft not processed at its
+// current version; the periodic list also serves a garbage collection.
 type resyncRunnable struct {
 	in       *Injector
 	interval time.Duration
@@ -342,6 +342,10 @@ func (r resyncRunnable) Start(ctx context.Context) error {
 		}
 		if stale > 0 {
 			logger.Info("Drafts not processed at their current version", "count", stale, "periodic", periodic)
+			// List again activityResync later, until a list finds every
+			// Draft processed: the events of these Drafts' writes may be
+			// dropped too.
+			soon = time.After(activityResync)
 		}
 		if periodic {
 			r.in.forgetAllBut(live)
