@@ -11,9 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"slices"
 )
 
 func main() {
@@ -33,11 +31,8 @@ func Run(in io.Reader, out, errOut io.Writer) error {
 	for _, f := range parsed.Failures {
 		fmt.Fprintln(errOut, "benchtable: failure in input:", f)
 	}
-	for _, name := range slices.Sorted(maps.Keys(parsed.Skipped)) {
-		fmt.Fprintf(errOut, "benchtable: %s was skipped: %s\n", name, parsed.Skipped[name])
-	}
 	if len(parsed.Results) == 0 {
 		return errors.New("no benchmark results in input")
 	}
-	return Write(out, Rows(parsed.Results, targets, parsed.Skipped))
+	return Write(out, Rows(parsed.Results, targets))
 }
