@@ -126,18 +126,6 @@ func KindName(k ipamv1.ObjectKind) string {
 	return k.String()
 }
 
-// KindOf is the service's object kind named name (vocab.ObjAllocation,
-// ...), the inverse of KindName; OBJECT_KIND_UNSPECIFIED for any other
-// name, such as vocab.ObjSync (the request itself).
-func KindOf(name string) ipamv1.ObjectKind {
-	for k, n := range kinds {
-		if n == name {
-			return k
-		}
-	}
-	return ipamv1.ObjectKind_OBJECT_KIND_UNSPECIFIED
-}
-
 // ItemKind is the kind, as users know it (vocab.ObjAllocation, ...,
 // vocab.ObjSync), of the object the item error it is about: its typed
 // kind when the server sent one, else its object string (servers before

@@ -141,17 +141,3 @@ func TestKindNameAndReadyMessage(t *testing.T) {
 		t.Errorf("ReadyMessage = %q", got)
 	}
 }
-
-// TestKindOfInvertsKindName: every object kind goes to its name and back;
-// a name of no object (the Sync request itself) is unspecified.
-func TestKindOfInvertsKindName(t *testing.T) {
-	for _, k := range []ipamv1.ObjectKind{ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE, ipamv1.ObjectKind_OBJECT_KIND_PREFIX,
-		ipamv1.ObjectKind_OBJECT_KIND_RANGE, ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION} {
-		if got := translate.KindOf(translate.KindName(k)); got != k {
-			t.Errorf("KindOf(KindName(%v)) = %v", k, got)
-		}
-	}
-	if got := translate.KindOf(vocab.ObjSync); got != ipamv1.ObjectKind_OBJECT_KIND_UNSPECIFIED {
-		t.Errorf("KindOf(%q) = %v, want unspecified", vocab.ObjSync, got)
-	}
-}

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
-	"github.com/nephio-project/ipam/api/translate"
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/server/authz"
 )
@@ -155,7 +154,23 @@ func itemError(err error) *ipamv1.ItemError {
 	item := &ipamv1.ItemError{Message: clip(err.Error(), MaxItemMessage), Code: int32(codeOf(err))}
 	var oe *ipam.Error
 	if errors.As(err, &oe) {
-		item.Object, item.Kind, item.Key, item.Field = oe.Object, translate.KindOf(oe.Object), keyToProto(oe.Key), oe.Field
+		item.Object, item.Kind, item.Key, item.Field = oe.Object, objectKind(oe.Object), keyToProto(oe.Key), oe.Field
 	}
 	return item
+}
+
+// objectKind is the wire kind of the core's object kind obj;
+// OBJECT_KIND_UNSPECIFIED for ipam.ObjSync (the request itself).
+func objectKind(obj string) ipamv1.ObjectKind {
+	switch obj {
+	case ipam.ObjNetworkInstance:
+		return ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE
+	case ipam.ObjPrefix:
+		return ipamv1.ObjectKind_OBJECT_KIND_PREFIX
+	case ipam.ObjRange:
+		return ipamv1.ObjectKind_OBJECT_KIND_RANGE
+	case ipam.ObjAllocation:
+		return ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION
+	}
+	return ipamv1.ObjectKind_OBJECT_KIND_UNSPECIFIED
 }
