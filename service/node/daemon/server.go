@@ -130,6 +130,9 @@ func (s *Server) done(method string, r *nodeipam.Request, start time.Time, err e
 	err = statusOf(err)
 	code := status.Code(err)
 	s.metrics.observeCall(method, code, time.Since(start))
+	if !s.log.V(1).Enabled() {
+		return err
+	}
 	if r != nil {
 		kv = append(kv, "pools", r.Pools, "type", r.Type, "container", r.ContainerID, "ifname", r.IfName,
 			"pod", r.Pod.Namespace+"/"+r.Pod.Name)

@@ -231,10 +231,11 @@ func vrfName(k PoolKey) string {
 	return string(k.Type) + "." + hex.EncodeToString(h[:16])
 }
 
+// netNameReplacer writes a prefix as a name: ':' as '-', '/' as '_'.
+var netNameReplacer = strings.NewReplacer(":", "-", "/", "_")
+
 // netName is the name of the network of prefix n.
-func netName(n netip.Prefix) string {
-	return "net-" + strings.NewReplacer(":", "-", "/", "_").Replace(n.String())
-}
+func netName(n netip.Prefix) string { return "net-" + netNameReplacer.Replace(n.String()) }
 
 func addrName(a netip.Addr) string { return strings.ReplaceAll(a.String(), ":", "-") }
 
