@@ -16,7 +16,6 @@ import (
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
-	"github.com/nephio-project/ipam/api/vocab"
 )
 
 // FieldError is a field of a resource that cannot be translated.
@@ -110,29 +109,13 @@ func Allocation(owner string, a *ipamv1alpha1.IPAllocation) (*ipamv1.Allocation,
 	return out, nil
 }
 
-// kinds names the service's object kinds as users know them.
-var kinds = map[ipamv1.ObjectKind]string{
-	ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE: vocab.ObjNetworkInstance,
-	ipamv1.ObjectKind_OBJECT_KIND_PREFIX:           vocab.ObjPrefix,
-	ipamv1.ObjectKind_OBJECT_KIND_RANGE:            vocab.ObjRange,
-	ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION:       vocab.ObjAllocation,
-}
-
-// KindName is the kind a user knows for the service's object kind k.
-func KindName(k ipamv1.ObjectKind) string {
-	if n, ok := kinds[k]; ok {
-		return n
-	}
-	return k.String()
-}
-
 // ItemKind is the kind, as users know it (vocab.ObjAllocation, ...,
 // vocab.ObjSync), of the object the item error it is about: its typed
 // kind when the server sent one, else its object string (servers before
 // ItemError.kind sent only that).
 func ItemKind(it *ipamv1.ItemError) string {
-	if n, ok := kinds[it.GetKind()]; ok {
-		return n
+	if k := it.GetKind(); k != ipamv1.ObjectKind_OBJECT_KIND_UNSPECIFIED {
+		return ipamv1.KindName(k)
 	}
 	return it.GetObject()
 }

@@ -134,7 +134,7 @@ func TestItemKind(t *testing.T) {
 }
 
 func TestKindNameAndReadyMessage(t *testing.T) {
-	if got := translate.KindName(ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION); got != ipamv1alpha1.KindIPAllocation {
+	if got := ipamv1.KindName(ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION); got != ipamv1alpha1.KindIPAllocation {
 		t.Errorf("KindName = %q", got)
 	}
 	if got := translate.ReadyMessage(ipamv1alpha1.KindIPAllocation, &ipamv1.Result{Prefix: "10.0.1.2/24"}); got != "allocated 10.0.1.2/24" {

@@ -8,5 +8,5 @@
 // ipam-controller) can use the same words without one carrying the other:
 // the core re-exports these names, and clients import this package, never
 // the core. The wire form of an object kind is the ObjectKind enum of
-// api/proto/ipam/v1; package translate maps between the two.
+// api/proto/ipam/v1, whose KindName and KindOf map between the two.
 package vocab

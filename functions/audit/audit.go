@@ -189,7 +189,7 @@ func list(ctx context.Context, client ipamv1.IPAMClient, owner string) (map[stri
 		for {
 			resp, err := client.List(ctx, &ipamv1.ListRequest{Kind: kind, Owner: owner, PageToken: token})
 			if err != nil {
-				return nil, fmt.Errorf("listing the %s objects of owner %q: %w", translate.KindName(kind), owner, err)
+				return nil, fmt.Errorf("listing the %s objects of owner %q: %w", ipamv1.KindName(kind), owner, err)
 			}
 			for _, o := range resp.GetObjects() {
 				var k *ipamv1.Key
@@ -204,7 +204,7 @@ func list(ctx context.Context, client ipamv1.IPAMClient, owner string) (map[stri
 				default:
 					continue
 				}
-				id := translate.KindName(kind) + " " + translate.ID(k.GetNamespace(), k.GetName())
+				id := ipamv1.KindName(kind) + " " + translate.ID(k.GetNamespace(), k.GetName())
 				if owner == "" {
 					id = k.GetOwner() + "\x00" + id
 				}

@@ -146,7 +146,7 @@ func summary(objs []*object, written int, resp *ipamv1.SyncResponse) fn.Results 
 			"ipam-fn: adopted the owner's objects from the package with identity %s", vocab.Quote(from))})
 	}
 	for _, r := range rel {
-		kind, apiVersion := translate.KindName(r.GetKind()), ipamv1alpha1.APIVersion
+		kind, apiVersion := ipamv1.KindName(r.GetKind()), ipamv1alpha1.APIVersion
 		k := r.GetKey()
 		name := k.GetName()
 		if r.GetKind() == ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION {

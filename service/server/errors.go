@@ -154,23 +154,7 @@ func itemError(err error) *ipamv1.ItemError {
 	item := &ipamv1.ItemError{Message: clip(err.Error(), MaxItemMessage), Code: int32(codeOf(err))}
 	var oe *ipam.Error
 	if errors.As(err, &oe) {
-		item.Object, item.Kind, item.Key, item.Field = oe.Object, objectKind(oe.Object), keyToProto(oe.Key), oe.Field
+		item.Object, item.Kind, item.Key, item.Field = oe.Object, ipamv1.KindOf(oe.Object), keyToProto(oe.Key), oe.Field
 	}
 	return item
-}
-
-// objectKind is the wire kind of the core's object kind obj;
-// OBJECT_KIND_UNSPECIFIED for ipam.ObjSync (the request itself).
-func objectKind(obj string) ipamv1.ObjectKind {
-	switch obj {
-	case ipam.ObjNetworkInstance:
-		return ipamv1.ObjectKind_OBJECT_KIND_NETWORK_INSTANCE
-	case ipam.ObjPrefix:
-		return ipamv1.ObjectKind_OBJECT_KIND_PREFIX
-	case ipam.ObjRange:
-		return ipamv1.ObjectKind_OBJECT_KIND_RANGE
-	case ipam.ObjAllocation:
-		return ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION
-	}
-	return ipamv1.ObjectKind_OBJECT_KIND_UNSPECIFIED
 }

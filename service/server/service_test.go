@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
-	"github.com/nephio-project/ipam/api/translate"
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/server"
 	"github.com/nephio-project/ipam/service/store/file"
@@ -342,7 +341,7 @@ func TestErrorCodes(t *testing.T) {
 				t.Errorf("item = %+v %q, want %+v %q", got, it.GetMessage(), *tc.item, st.Message())
 			}
 			// The typed kind names the same kind as the old string.
-			if k := translate.KindName(it.GetKind()); k != tc.item.object {
+			if k := ipamv1.KindName(it.GetKind()); k != tc.item.object {
 				t.Errorf("item kind %v (%s), want %s", it.GetKind(), k, tc.item.object)
 			}
 		})

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
-	"github.com/nephio-project/ipam/api/translate"
 )
 
 // command is one "RESOURCE VERB" (or "tree") of ipamctl.
@@ -207,7 +206,7 @@ func runGet(kind ipamv1.ObjectKind) func(context.Context, ipamv1.IPAMClient, *pr
 		if status.Code(err) == codes.NotFound && key.GetOwner() != "" {
 			if owners := otherOwners(ctx, c, kind, key); len(owners) > 0 {
 				return status.Errorf(codes.NotFound, "%s %s not found under owner %s; it exists under owner %s (use --owner %s)",
-					translate.KindName(kind), keyString(&ipamv1.Key{Namespace: key.GetNamespace(), Name: key.GetName()}), key.GetOwner(),
+					ipamv1.KindName(kind), keyString(&ipamv1.Key{Namespace: key.GetNamespace(), Name: key.GetName()}), key.GetOwner(),
 					strings.Join(owners, ", "), owners[0])
 			}
 		}
@@ -277,7 +276,7 @@ func runDelete(kind ipamv1.ObjectKind) func(context.Context, ipamv1.IPAMClient, 
 		if err != nil {
 			return err
 		}
-		return out.message(fmt.Sprintf("%s %s %s", translate.KindName(kind), keyString(key), verb))
+		return out.message(fmt.Sprintf("%s %s %s", ipamv1.KindName(kind), keyString(key), verb))
 	}
 }
 
