@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -69,7 +71,7 @@ const readinessGate = `  readinessGates:
 `
 
 type e2e struct {
-	t    *testing.T
+	t    testing.TB
 	env  *porchEnv
 	ipam ipamv1.IPAMClient
 	ctx  context.Context
@@ -84,15 +86,25 @@ func (x *e2e) key(name string) client.ObjectKey {
 // createDraft creates a Draft of pkg in workspace ws with tasks.
 func (x *e2e) createDraft(pkg, ws string, task porchv1alpha1.Task) string {
 	x.t.Helper()
+	name, err := x.createDraftIn(testRepo, pkg, ws, task)
+	must(x.t, err)
+	return name
+}
+
+// createDraftIn creates a Draft of pkg in workspace ws of repository repo
+// with task and returns its name.
+func (x *e2e) createDraftIn(repo, pkg, ws string, task porchv1alpha1.Task) (string, error) {
 	pr := &porchv1alpha1.PackageRevision{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: prName(pkg, ws)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: repo + "." + pkg + "." + ws},
 		Spec: porchv1alpha1.PackageRevisionSpec{
-			PackageName: pkg, RepositoryName: testRepo, WorkspaceName: porchv1alpha1.WorkspaceName(ws),
+			PackageName: pkg, RepositoryName: repo, WorkspaceName: porchv1alpha1.WorkspaceName(ws),
 			Lifecycle: porchv1alpha1.PackageRevisionLifecycleDraft, Tasks: []porchv1alpha1.Task{task},
 		},
 	}
-	must(x.t, x.env.k8s.Create(x.ctx, pr))
-	return pr.Name
+	if err := x.env.k8s.Create(x.ctx, pr); err != nil {
+		return "", fmt.Errorf("create PackageRevision %s: %w", pr.Name, err)
+	}
+	return pr.Name, nil
 }
 
 func (x *e2e) resources(name string) map[string]string {
@@ -125,7 +137,7 @@ func (x *e2e) retryConflict(write func() error) error {
 }
 
 // allocations returns name -> status.prefix of the IPAllocations in res.
-func allocations(t *testing.T, res map[string]string) map[string]string {
+func allocations(t testing.TB, res map[string]string) map[string]string {
 	t.Helper()
 	p, err := parseFiles(res)
 	must(t, err)
@@ -187,12 +199,14 @@ func TestPorchE2E(t *testing.T) {
 	srv := servertest.Start(t, server.Config{}, false)
 	x := &e2e{t: t, env: env, ipam: srv.Client(t), ctx: context.Background()}
 
-	// The injector, in-process, with a short GC period; the hook makes
-	// one write lose a race when armed.
+	// The injector, in-process, with a short GC period and a resync
+	// period longer than the test: every edit is found by the watch. The
+	// hook makes one write lose a race when armed.
 	var armed atomic.Bool
 	var conflicts atomic.Int32
-	var collections atomic.Int32 // garbage collections done
-	hook := func(ctx context.Context, attempt int) {
+	var gcMu sync.Mutex
+	var lastGC time.Time // when the last garbage collection done started
+	hook := func(ctx context.Context, _ types.NamespacedName, attempt int) {
 		if !armed.CompareAndSwap(true, false) {
 			return
 		}
@@ -210,10 +224,14 @@ func TestPorchE2E(t *testing.T) {
 	go func() {
 		done <- Run(ctx, Config{
 			RESTConfig: env.cfg, Server: srv.Addr, Namespace: testNamespace,
-			GCInterval: 500 * time.Millisecond, ResyncInterval: 500 * time.Millisecond, SkipNameValidation: true,
+			GCInterval: 500 * time.Millisecond, ResyncInterval: time.Hour, SkipNameValidation: true,
 			Logger:      logr.FromSlogHandler(slog.NewTextHandler(logf, nil)),
 			beforeWrite: hook,
-			afterGC:     func() { collections.Add(1) },
+			afterGC: func(started time.Time) {
+				gcMu.Lock()
+				lastGC = started
+				gcMu.Unlock()
+			},
 		})
 	}()
 	t.Cleanup(func() {
@@ -314,12 +332,15 @@ func TestPorchE2E(t *testing.T) {
 
 	// 7. Deleting the Draft while the published revision exists releases
 	// nothing; deleting the package (every revision) releases all.
+	deletedAt := time.Now()
 	must(t, env.k8s.Delete(x.ctx, newRevisionNamed(v2)))
-	// Three collections that started after the deletion: each saw it.
-	after := collections.Load() + 1
-	eventually(t, 30*time.Second, "three garbage collections after the deletion", func() error {
-		if n := collections.Load(); n < after+3 {
-			return fmt.Errorf("%d collections, want %d", n, after+3)
+	// The deletion's watch event makes a collection due: wait for one that
+	// started after it.
+	eventually(t, 30*time.Second, "a garbage collection after the deletion", func() error {
+		gcMu.Lock()
+		defer gcMu.Unlock()
+		if !lastGC.After(deletedAt) {
+			return fmt.Errorf("last collection started at %s, the deletion at %s", lastGC.Format(time.StampMicro), deletedAt.Format(time.StampMicro))
 		}
 		return nil
 	})
@@ -343,7 +364,7 @@ func TestPorchE2E(t *testing.T) {
 		deleted = append(deleted, pr.GetName())
 	}
 	t.Logf("deleted every revision of net-pkg: %v", deleted)
-	eventually(t, 30*time.Second, "package released", func() error {
+	eventually(t, 90*time.Second, "package released", func() error {
 		if a := x.serverAllocations(owner); len(a) != 0 {
 			return fmt.Errorf("server still holds %v", a)
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
@@ -42,12 +43,22 @@ const (
 // Injector allocates the IPAM resources of Porch Draft PackageRevisions.
 // Reconcile handles one revision; CollectGarbage releases the allocations
 // of packages that are gone.
+//
+// It remembers, per Draft, the resourceVersion it last processed (read
+// and, when something changed, wrote). Porch gives every write of a
+// revision's resources a new resourceVersion (the commit of its draft
+// branch) and sends a PackageRevision event with it, so an event or a
+// resync that shows the version already processed costs nothing: no read,
+// no Sync.
 type Injector struct {
 	// Client writes PackageRevisionResources.
 	Client ctrl.Client
 	// Reader reads PackageRevisions and PackageRevisionResources without a
 	// cache (Porch serves them from Git).
 	Reader ctrl.Reader
+	// Revisions reads PackageRevisions from the watch's cache; nil reads
+	// them with Reader.
+	Revisions ctrl.Reader
 	// IPAM is the ipam-server client.
 	IPAM ipamv1.IPAMClient
 	// Sync are the options of the package engine (server address for
@@ -60,11 +71,103 @@ type Injector struct {
 
 	// beforeWrite, when set (tests), runs between reading a revision and
 	// writing it back.
-	beforeWrite func(ctx context.Context, attempt int)
+	beforeWrite func(ctx context.Context, key types.NamespacedName, attempt int)
 
-	mu     sync.Mutex
-	owners map[string]string // owner -> namespace, every owner synced by this process
-	warned map[string]string // revision -> resourceVersion of its last parse-error Event
+	// gcDue is set when a garbage collection is due (a deletion was seen).
+	gcDue atomic.Bool
+	// activity receives a signal (dropped when one is pending) for every
+	// event that passes; nil: none is sent.
+	activity chan struct{}
+	// packages serializes the work on one package: its Drafts share an
+	// owner, whose Sync prunes.
+	packages keyedMutex
+
+	mu       sync.Mutex
+	owners   map[string]string               // owner -> namespace, every owner synced by this process
+	warned   map[string]string               // revision -> resourceVersion of its last parse-error Event
+	done     map[types.NamespacedName]string // Draft -> resourceVersion last processed
+	suspects map[string]time.Time            // owners without a revision at the last collection: since when
+	listed   map[types.NamespacedName]bool   // Drafts the resync's list showed at a version not processed
+}
+
+// upToDate reports whether the Draft was processed at this resourceVersion.
+func (in *Injector) upToDate(key types.NamespacedName, version string) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return version != "" && in.done[key] == version
+}
+
+// sawListed records that the resync's list showed the Draft at a version
+// not processed.
+func (in *Injector) sawListed(key types.NamespacedName) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.listed == nil {
+		in.listed = map[types.NamespacedName]bool{}
+	}
+	in.listed[key] = true
+}
+
+// takeListed reports, once, whether the resync's list showed the Draft at
+// a version not processed.
+func (in *Injector) takeListed(key types.NamespacedName) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	listed := in.listed[key]
+	delete(in.listed, key)
+	return listed
+}
+
+// processed records that the Draft was processed at this resourceVersion.
+func (in *Injector) processed(key types.NamespacedName, version string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.done == nil {
+		in.done = map[types.NamespacedName]string{}
+	}
+	in.done[key] = version
+}
+
+// forget drops what is remembered of a revision that is gone or no longer
+// a Draft.
+func (in *Injector) forget(key types.NamespacedName) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	delete(in.done, key)
+	delete(in.listed, key)
+	delete(in.warned, key.String())
+}
+
+// forgetAllBut drops what is remembered of revisions not in live.
+func (in *Injector) forgetAllBut(live map[types.NamespacedName]bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for key := range in.done {
+		if !live[key] {
+			delete(in.done, key)
+		}
+	}
+	for name := range in.warned {
+		ns, n, _ := strings.Cut(name, "/")
+		if !live[types.NamespacedName{Namespace: ns, Name: n}] {
+			delete(in.warned, name)
+		}
+	}
+}
+
+// active is told of an event that passes.
+func (in *Injector) active() {
+	select {
+	case in.activity <- struct{}{}:
+	default:
+	}
+}
+
+// deleted is told of a PackageRevision deletion: a garbage collection is
+// due.
+func (in *Injector) deleted(key types.NamespacedName) {
+	in.forget(key)
+	in.gcDue.Store(true)
 }
 
 // firstWarning reports whether no parse-error Event was recorded yet for
@@ -88,13 +191,65 @@ func Owner(repository, packageName string) string {
 	return repository + "/" + packageName
 }
 
-// Reconcile processes the PackageRevision req names when it is a Draft.
+// errAllocation is a revision whose IPAM resources could not all be
+// allocated: its False condition is written, and it is tried again later
+// (with backoff) without waiting for an edit.
+type errAllocation struct{ msg string }
+
+func (e errAllocation) Error() string { return "allocation failed: " + e.msg }
+
+// Reconcile processes the PackageRevision req names when it is a Draft not
+// yet processed at its current version.
 func (in *Injector) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	logger := log.FromContext(ctx)
-	for attempt := 1; attempt <= MaxAttempts; attempt++ {
-		err := in.process(ctx, req.NamespacedName, attempt)
-		if err == nil {
+	key := req.NamespacedName
+	revisions := in.Revisions
+	if revisions == nil {
+		revisions = in.Reader
+	}
+	if in.takeListed(key) {
+		// The resync's list of Porch showed this Draft at a version not
+		// processed: the watch's cache may be behind (a dropped event), so
+		// the revision is read from Porch.
+		revisions = in.Reader
+	}
+	pr := newRevision()
+	err := revisions.Get(ctx, key, pr)
+	if apierrors.IsNotFound(err) && in.Revisions != nil && revisions != in.Reader {
+		// The watch's cache can miss a revision that lives: Porch was seen
+		// to send a new Draft's deletion when a repository refresh raced
+		// its creation. The resync, which lists Porch itself, found it.
+		if err = in.Reader.Get(ctx, key, pr); err == nil {
+			logger.Info("revision missing from the watch's cache; read from Porch")
+		}
+	}
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			in.forget(key)
 			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("PackageRevision %s: %w", key, err)
+	}
+	if lifecycle(pr) != string(porchv1alpha1.PackageRevisionLifecycleDraft) {
+		in.forget(key)
+		return reconcile.Result{}, nil
+	}
+	if in.upToDate(key, pr.GetResourceVersion()) {
+		return reconcile.Result{}, nil
+	}
+	unlock := in.packages.lock(ownerOf(pr))
+	defer unlock()
+	for attempt := 1; attempt <= MaxAttempts; attempt++ {
+		version, err := in.process(ctx, key, pr, attempt)
+		if err == nil {
+			if version != "" {
+				in.processed(key, version)
+			}
+			return reconcile.Result{}, nil
+		}
+		if errors.As(err, new(errStaleAnswer)) {
+			logger.Info("reading the revision again soon", "reason", err.Error())
+			return reconcile.Result{RequeueAfter: staleAnswerRetry}, nil
 		}
 		if !errors.As(err, new(errConflict)) {
 			return reconcile.Result{}, err
@@ -106,33 +261,46 @@ func (in *Injector) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
 		}
 	}
-	return reconcile.Result{}, fmt.Errorf("PackageRevision %s: still conflicting after %d attempts", req.NamespacedName, MaxAttempts)
+	return reconcile.Result{}, fmt.Errorf("PackageRevision %s: still conflicting after %d attempts", key, MaxAttempts)
 }
 
-// process reads, processes and (when changed) writes one revision once.
-func (in *Injector) process(ctx context.Context, key types.NamespacedName, attempt int) error {
-	pr := newRevision()
-	if err := in.Reader.Get(ctx, key, pr); err != nil {
-		return ctrl.IgnoreNotFound(err)
-	}
-	if lifecycle(pr) != string(porchv1alpha1.PackageRevisionLifecycleDraft) {
-		return nil
-	}
+// PorchTimeout bounds each read and write of a revision's resources. They
+// are not cancelled when the injector stops: Porch v1.5.8 was seen to
+// keep a package locked for good when a client went away in the middle
+// of a write.
+const PorchTimeout = time.Minute
+
+// porchContext is the context of one call to Porch: ctx's values, not its
+// cancellation, and PorchTimeout.
+func porchContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), PorchTimeout)
+}
+
+// process reads, processes and (when changed) writes one Draft once, and
+// returns the resourceVersion its resources have after that ("" when it
+// is gone).
+func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *unstructured.Unstructured, attempt int) (string, error) {
 	var prr porchv1alpha1.PackageRevisionResources
-	if err := in.Reader.Get(ctx, key, &prr); err != nil {
-		return ctrl.IgnoreNotFound(err)
+	rctx, cancel := porchContext(ctx)
+	err := in.Reader.Get(rctx, key, &prr)
+	cancel()
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("PackageRevision %s: read resources: %w", key, err)
 	}
 	files, err := parseFiles(prr.Spec.Resources)
 	if err != nil {
 		// Not parseable: nothing the injector can do until someone edits
-		// it; one Event per version, not one per resync.
+		// it; one Event per version.
 		if in.firstWarning(key.String(), prr.ResourceVersion) {
 			in.event(pr, corev1.EventTypeWarning, EventFailed, err.Error())
 		}
-		return nil
+		return prr.ResourceVersion, nil
 	}
 	if !engine.HasIPAMObjects(files.items) {
-		return nil
+		return prr.ResourceVersion, nil
 	}
 	owner := ownerOf(pr)
 	in.track(owner, pr.GetNamespace())
@@ -146,48 +314,79 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, attem
 	cond := engine.Condition{Type: ConditionType, Status: "True", Reason: ReasonAllocated, Message: summary(files.items)}
 	if perr != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return "", ctx.Err()
 		}
 		cond = engine.Condition{Type: ConditionType, Status: "False", Reason: ReasonFailed, Message: errorMessage(results, perr)}
+	}
+	// A failure is tried again with backoff, written or not.
+	failed := func(version string) (string, error) {
+		if perr != nil {
+			return "", errAllocation{cond.Message}
+		}
+		return version, nil
 	}
 	kf := files.kptfile()
 	if kf != nil {
 		c, err := engine.SetKptfileCondition(kf, cond)
 		if err != nil {
-			return fmt.Errorf("PackageRevision %s: Kptfile: %w", key, err)
+			return "", fmt.Errorf("PackageRevision %s: Kptfile: %w", key, err)
 		}
 		changed = changed || c
 	}
 	if !changed {
-		return nil
+		return failed(prr.ResourceVersion)
 	}
 	if in.beforeWrite != nil {
-		in.beforeWrite(ctx, attempt)
+		in.beforeWrite(ctx, key, attempt)
 	}
 	out, removed := files.changedFiles()
 	if len(out)+len(removed) == 0 {
-		return nil
+		return failed(prr.ResourceVersion)
 	}
+	read := prr.ResourceVersion
 	maps.Copy(prr.Spec.Resources, out)
 	for _, name := range removed {
 		delete(prr.Spec.Resources, name)
 	}
 	log.FromContext(ctx).Info("writing revision", "owner", owner, "files", slices.Sorted(maps.Keys(out)), "removed", removed, "condition", cond.Status, "attempt", attempt)
-	if err := in.Client.Update(ctx, &prr); err != nil {
+	wctx, cancel := porchContext(ctx)
+	err = in.Client.Update(wctx, &prr)
+	cancel()
+	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return "", nil
 		}
 		if isConflict(err) {
-			return errConflict{err}
+			return "", errConflict{err}
 		}
-		return fmt.Errorf("PackageRevision %s: update resources: %w", key, err)
+		return "", fmt.Errorf("PackageRevision %s: update resources: %w", key, err)
 	}
 	if perr != nil {
 		in.event(pr, corev1.EventTypeWarning, EventFailed, cond.Message)
 	} else {
 		in.event(pr, corev1.EventTypeNormal, EventAllocated, cond.Message+"; wrote "+strings.Join(slices.Sorted(maps.Keys(out)), ", "))
 	}
-	return nil
+	if prr.ResourceVersion == read {
+		// Porch committed the write but answered with the version it
+		// had read, and then kept serving that version: its cache missed
+		// its own write. Nothing is recorded as processed; the revision is
+		// read again soon (and written again if what Porch serves still
+		// lacks the write).
+		return "", errStaleAnswer{version: read}
+	}
+	return failed(prr.ResourceVersion)
+}
+
+// staleAnswerRetry is how soon a revision whose write Porch answered with
+// the version read before it is read again.
+const staleAnswerRetry = 3 * time.Second
+
+// errStaleAnswer is a write Porch answered with the resourceVersion the
+// revision had before it.
+type errStaleAnswer struct{ version string }
+
+func (e errStaleAnswer) Error() string {
+	return "Porch answered the write with the version read before it (" + e.version + ")"
 }
 
 // summary is the message of a True condition.
@@ -240,7 +439,11 @@ func (in *Injector) track(owner, ns string) {
 // owners are those this process synced and those ipam-server lists whose
 // first segment names a Porch Repository in the watched namespace(s);
 // owners of other clients (controllers, kpt fn render) are never touched.
-func (in *Injector) CollectGarbage(ctx context.Context) ([]string, error) {
+// A package is gone when neither a live list of PackageRevisions (prs;
+// nil lists them) nor the watch's cache shows a revision of it, in two
+// collections in a row: Porch's list can miss revisions while it
+// refreshes a repository, and a release cannot be undone.
+func (in *Injector) CollectGarbage(ctx context.Context, prs *unstructured.UnstructuredList) ([]string, error) {
 	var opts []ctrl.ListOption
 	if in.Namespace != "" {
 		opts = append(opts, ctrl.InNamespace(in.Namespace))
@@ -251,13 +454,24 @@ func (in *Injector) CollectGarbage(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	prs := newRevisionList()
-	if err := in.Reader.List(ctx, prs, opts...); err != nil {
-		return nil, fmt.Errorf("list PackageRevisions: %w", err)
+	if prs == nil {
+		prs = newRevisionList()
+		if err := in.Reader.List(ctx, prs, opts...); err != nil {
+			return nil, fmt.Errorf("list PackageRevisions: %w", err)
+		}
 	}
 	alive := map[string]bool{}
 	for i := range prs.Items {
 		alive[ownerOf(&prs.Items[i])] = true
+	}
+	if in.Revisions != nil {
+		cached := newRevisionList()
+		if err := in.Revisions.List(ctx, cached, opts...); err != nil {
+			return nil, fmt.Errorf("list cached PackageRevisions: %w", err)
+		}
+		for i := range cached.Items {
+			alive[ownerOf(&cached.Items[i])] = true
+		}
 	}
 	candidates := map[string]bool{}
 	in.mu.Lock()
@@ -274,16 +488,34 @@ func (in *Injector) CollectGarbage(ctx context.Context) ([]string, error) {
 			candidates[o] = true
 		}
 	}
+	in.mu.Lock()
+	suspects := in.suspects
+	in.suspects = map[string]time.Time{}
+	in.mu.Unlock()
+	now := time.Now()
 	var released []string
 	var errs []error
 	for _, o := range slices.Sorted(maps.Keys(candidates)) {
 		if alive[o] {
 			continue
 		}
+		since, suspected := suspects[o]
+		if !suspected || now.Sub(since) < releaseGrace {
+			if !suspected {
+				since = now
+			}
+			in.mu.Lock()
+			in.suspects[o] = since // gone if still so at a collection releaseGrace later
+			in.mu.Unlock()
+			continue
+		}
 		cctx, cancel := context.WithTimeout(ctx, in.timeout())
 		_, err := in.IPAM.Sync(cctx, &ipamv1.SyncRequest{Owner: o, Prune: true})
 		cancel()
 		if err != nil {
+			in.mu.Lock()
+			in.suspects[o] = since
+			in.mu.Unlock()
 			errs = append(errs, fmt.Errorf("release owner %s: %w", o, err))
 			continue
 		}
@@ -295,6 +527,20 @@ func (in *Injector) CollectGarbage(ctx context.Context) ([]string, error) {
 		}
 	}
 	return released, errors.Join(errs...)
+}
+
+// releaseGrace is how long a package must have been found gone, by every
+// collection in a row, before it is released: Porch's list and watch were
+// seen to miss a live revision for a moment while a repository refresh
+// raced its creation, and a release cannot be undone.
+const releaseGrace = 30 * time.Second
+
+// pendingRelease reports whether some owner waits for a later collection
+// to be released.
+func (in *Injector) pendingRelease() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.suspects) > 0
 }
 
 // repositories returns the names of the Porch Repositories.

@@ -25,7 +25,7 @@ func TestServeOnFreePortSkipsATakenPort(t *testing.T) {
 	e.logs = filepath.Join(e.dir, "logs")
 	must(t, os.MkdirAll(e.logs, 0o755))
 	picks := 0
-	e.ports = func(t *testing.T) int {
+	e.ports = func(t testing.TB) int {
 		picks++
 		if picks == 1 {
 			return takenPort

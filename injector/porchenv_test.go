@@ -45,21 +45,21 @@ type porchEnv struct {
 	kubeconfig string
 	bareRepo   string
 	logs       string
-	ports      func(*testing.T) int // picks a free port; nil: freePort
+	ports      func(testing.TB) int // picks a free port; nil: freePort
 }
 
 const testNamespace = "default"
 const testRepo = "blueprints"
 
 // repoRoot is the module root (bin/ lives there).
-func repoRoot(t *testing.T) string {
+func repoRoot(t testing.TB) string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Dir(filepath.Dir(file))
 }
 
 // startPorch starts the environment and stops it when the test ends. It
 // fails, naming make porch-env, when the binaries are missing.
-func startPorch(t *testing.T) *porchEnv {
+func startPorch(t testing.TB) *porchEnv {
 	t.Helper()
 	root := repoRoot(t)
 	bins := map[string]string{
@@ -82,6 +82,13 @@ func startPorch(t *testing.T) *porchEnv {
 	e.logs = filepath.Join(e.dir, "logs")
 	must(t, os.MkdirAll(e.logs, 0o755))
 	t.Cleanup(func() {
+		if keep := os.Getenv("PORCH_TEST_LOGS"); keep != "" {
+			// Keep every log of the run (Porch's, the injectors') for study.
+			dst := filepath.Join(keep, t.Name())
+			if err := os.CopyFS(dst, os.DirFS(e.logs)); err != nil {
+				t.Logf("keeping the logs in %s: %v", dst, err)
+			}
+		}
 		if t.Failed() {
 			for _, name := range []string{"porch.log", "function-runner.log"} {
 				b, _ := os.ReadFile(filepath.Join(e.logs, name))
@@ -179,29 +186,38 @@ func startPorch(t *testing.T) *porchEnv {
 	})
 	t.Logf("Porch API available after %s", time.Since(start).Round(100*time.Millisecond))
 
-	// A bare git repo with an initial commit on main, registered as a
-	// Repository.
-	e.bareRepo = filepath.Join(e.dir, "blueprints.git")
-	gitRun(t, "", "init", "--bare", "--initial-branch=main", e.bareRepo)
-	work := filepath.Join(e.dir, "seed")
-	gitRun(t, "", "clone", e.bareRepo, work)
-	must(t, os.WriteFile(filepath.Join(work, "README.md"), []byte("blueprints\n"), 0o644))
+	e.bareRepo = e.addRepo(t, testRepo)
+	t.Logf("Porch environment ready in %s", time.Since(start).Round(100*time.Millisecond))
+	return e
+}
+
+// addRepo creates a bare git repo with an initial commit on main,
+// registers it as the Porch Repository name in testNamespace, waits until
+// it is ready and returns the bare repo's path.
+func (e *porchEnv) addRepo(t testing.TB, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	bare := filepath.Join(e.dir, name+".git")
+	gitRun(t, "", "init", "--bare", "--initial-branch=main", bare)
+	work := filepath.Join(e.dir, "seed-"+name)
+	gitRun(t, "", "clone", bare, work)
+	must(t, os.WriteFile(filepath.Join(work, "README.md"), []byte(name+"\n"), 0o644))
 	gitRun(t, work, "add", "README.md")
 	gitRun(t, work, "commit", "-m", "initial commit")
 	gitRun(t, work, "push", "origin", "HEAD:main")
 	repo := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "config.porch.kpt.dev/v1alpha1", "kind": "Repository",
-		"metadata": map[string]any{"name": testRepo, "namespace": testNamespace},
+		"metadata": map[string]any{"name": name, "namespace": testNamespace},
 		"spec": map[string]any{
 			"type": "git", "content": "Package", "deployment": false,
-			"git": map[string]any{"repo": "file://" + e.bareRepo, "branch": "main", "directory": "/"},
+			"git": map[string]any{"repo": "file://" + bare, "branch": "main", "directory": "/"},
 		},
 	}}
 	must(t, e.k8s.Create(ctx, repo))
-	eventually(t, 60*time.Second, "Repository ready", func() error {
+	eventually(t, 60*time.Second, "Repository "+name+" ready", func() error {
 		var r unstructured.Unstructured
 		r.SetGroupVersionKind(RepositoryGVK)
-		if err := e.k8s.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: testRepo}, &r); err != nil {
+		if err := e.k8s.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: name}, &r); err != nil {
 			return err
 		}
 		conds, _, _ := unstructured.NestedSlice(r.Object, "status", "conditions")
@@ -213,8 +229,7 @@ func startPorch(t *testing.T) *porchEnv {
 		}
 		return fmt.Errorf("conditions %v", conds)
 	})
-	t.Logf("Porch environment ready in %s", time.Since(start).Round(100*time.Millisecond))
-	return e
+	return bare
 }
 
 // spawned is a process started by spawn; exited is closed when it ends.
@@ -225,7 +240,7 @@ type spawned struct {
 }
 
 // spawn starts a process logging into e.logs/name.log, killed at cleanup.
-func (e *porchEnv) spawn(t *testing.T, name, bin string, args ...string) *spawned {
+func (e *porchEnv) spawn(t testing.TB, name, bin string, args ...string) *spawned {
 	t.Helper()
 	p := &spawned{log: filepath.Join(e.logs, name+".log"), exited: make(chan struct{})}
 	logf, err := os.Create(p.log)
@@ -257,7 +272,7 @@ const serveStartTimeout = 60 * time.Second
 // again on another (servertest.StartOnFreePorts). Whether the port is
 // served by this process and not by another is read from /proc, so a port
 // taken by someone else is never mistaken for readiness.
-func (e *porchEnv) serveOnFreePort(t *testing.T, name, bin string, args func(port int) []string) int {
+func (e *porchEnv) serveOnFreePort(t testing.TB, name, bin string, args func(port int) []string) int {
 	t.Helper()
 	pick := e.ports
 	if pick == nil {
@@ -343,7 +358,7 @@ func listensOn(pid, port int) (bool, error) {
 	return false, nil
 }
 
-func gitRun(t *testing.T, dir string, args ...string) string {
+func gitRun(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -356,7 +371,7 @@ func gitRun(t *testing.T, dir string, args ...string) string {
 	return string(out)
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
@@ -366,7 +381,7 @@ func freePort(t *testing.T) int {
 
 // eventually polls f until it returns nil, failing the test after timeout
 // with f's last error.
-func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+func eventually(t testing.TB, timeout time.Duration, what string, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error
@@ -379,14 +394,14 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 	t.Fatalf("%s: not within %s: %v", what, timeout, err)
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 }
 
-func newCert(t *testing.T, caKey *ecdsa.PrivateKey, ca *x509.Certificate, cn string, isCA bool) (*ecdsa.PrivateKey, *x509.Certificate) {
+func newCert(t testing.TB, caKey *ecdsa.PrivateKey, ca *x509.Certificate, cn string, isCA bool) (*ecdsa.PrivateKey, *x509.Certificate) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	must(t, err)
@@ -412,7 +427,7 @@ func newCert(t *testing.T, caKey *ecdsa.PrivateKey, ca *x509.Certificate, cn str
 	return key, cert
 }
 
-func writePEMs(t *testing.T, base string, key *ecdsa.PrivateKey, cert *x509.Certificate) {
+func writePEMs(t testing.TB, base string, key *ecdsa.PrivateKey, cert *x509.Certificate) {
 	t.Helper()
 	kb, err := x509.MarshalECPrivateKey(key)
 	must(t, err)

@@ -33,7 +33,7 @@ var binaries = map[string][]string{
 	"ipamctl":         {"-server", "-token-file"},
 	"ipam-fn":         {"server", "owner", "prune", "tlsCA", "tokenFile", "source", "--allow-network"},
 	"ipam-controller": {"-kubeconfig", "-server", "-tls-ca", "-token-file", "-metal3", "-nvidia", "-front-check-interval"},
-	"ipam-injector":   {"-kubeconfig", "-server", "-namespace", "-token-file"},
+	"ipam-injector":   {"-kubeconfig", "-server", "-namespace", "-token-file", "-workers", "-resync-interval", "-gc-interval", "-metrics-bind-address"},
 	// nv-ipam is a CNI plugin: without CNI_COMMAND it says what it is.
 	"nv-ipam": {"nv-ipam CNI IPAM plugin", "CNI protocol versions supported"},
 	"ipam-node": {"-node-name", "-ippools-namespace", "-bind-address", "-store-file", "-cleanup-interval", "-cni-bin-dir",
@@ -238,7 +238,8 @@ spec:
 	ctl.Alive(t, 2*time.Second)
 	ctl.Stop(t)
 
-	inj := proctest.Start(t, filepath.Join(dir, "ipam-injector"), "--kubeconfig", kc, "--server", addr)
+	inj := proctest.Start(t, filepath.Join(dir, "ipam-injector"), "--kubeconfig", kc, "--server", addr,
+		"--workers", "2", "--resync-interval", "1m", "--metrics-bind-address", "127.0.0.1:0")
 	inj.Alive(t, 5*time.Second)
 	if panicked([]byte(inj.Output())) {
 		t.Fatalf("ipam-injector panicked:\n%s", inj.Output())

@@ -30,7 +30,10 @@ func main() {
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM client key for mTLS")
 	fs.StringVar(&cfg.TokenFile, "token-file", "", "file holding the bearer token that identifies the injector to ipam-server (sent over TLS or to loopback only)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "bound of each ipam-server call (default 10s)")
-	fs.DurationVar(&cfg.GCInterval, "gc-interval", 0, "how often allocations of deleted packages are released (default 1m)")
+	fs.DurationVar(&cfg.GCInterval, "gc-interval", 0, "how soon after a PackageRevision deletion garbage is collected; a package that is gone is released at the second collection that finds it gone (default 1m)")
+	fs.IntVar(&cfg.Workers, "workers", 0, fmt.Sprintf("how many Drafts are processed at once, never two of one package (default %d, at most %d)", injector.DefaultWorkers, injector.MaxWorkers))
+	fs.DurationVar(&cfg.ResyncInterval, "resync-interval", 0, fmt.Sprintf("how often, while nothing happens, all PackageRevisions are listed (one call) to find Drafts whose watch event was lost, and garbage is collected (default %s)", injector.DefaultResyncInterval))
+	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", "0", `address of the metrics endpoint (controller metrics and ipam_injector_api_requests_total); "0" turns it off`)
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "ipam-injector: unexpected arguments %q\n", fs.Args())

@@ -32,6 +32,8 @@ const sample = "goos: linux\n" +
 	"restoring 1000000 allocations\n" +
 	"       1\t 912345678 ns/op\t         0.9123 s\t  1024 B/op\t      12 allocs/op\n" +
 	"BenchmarkW5DurableAllocsPerSec-2   \t     100\t     91234 ns/op\t      8123 allocs/s\t     512 B/op\t       4 allocs/op\n" +
+	"--- SKIP: BenchmarkW9Fleet\n" +
+	"    W9 runs the real Porch and bin/porch/porch is missing: run make porch-env to build it\n" +
 	"--- FAIL: BenchmarkW6HeapBytesPerAlloc\n" +
 	"    bench_test.go:80: boom\n" +
 	"FAIL\n" +
@@ -47,6 +49,7 @@ func TestParse(t *testing.T) {
 		in       string
 		want     []Result
 		failures []string
+		skipped  map[string]string
 	}{
 		{
 			name: "empty",
@@ -90,6 +93,7 @@ func TestParse(t *testing.T) {
 				"--- FAIL: BenchmarkW6HeapBytesPerAlloc",
 				"FAIL\tgithub.com/nephio-project/ipam/service/store/file\t3.210s",
 			},
+			skipped: map[string]string{"BenchmarkW9Fleet": "W9 runs the real Porch and bin/porch/porch is missing: run make porch-env to build it"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,6 +101,7 @@ func TestParse(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got.Results)
 			assert.Equal(t, tc.failures, got.Failures)
+			assert.Equal(t, tc.skipped, got.Skipped)
 		})
 	}
 }
@@ -107,6 +112,7 @@ func TestRows(t *testing.T) {
 		{ID: "W1", Match: "W1Fill", Unit: "allocs/op", Cmp: Equal, Value: 0},
 		{ID: "W4", Match: "W4Ratio", Unit: "ratio", Cmp: AtLeast, Value: 0.9},
 		{ID: "W2", Match: "W2BestFit", Unit: "ns/op", Cmp: AtMost, Value: 1000},
+		{ID: "W9", Match: "W9Fleet", Unit: "ratio", Cmp: AtLeast, Value: 0.8},
 	}
 	results := []Result{
 		{Name: "BenchmarkW1Fill/size=16-2", Metrics: []Metric{{45.31, "ns/op"}, {0, "B/op"}, {1, "allocs/op"}}},
@@ -121,8 +127,9 @@ func TestRows(t *testing.T) {
 		{"W4", "BenchmarkW4Ratio/empty-2", "not reported", ">= 0.9 ratio", "MISS"},
 		{"-", "BenchmarkOther-2", "12.5 ns/op", "-", "-"},
 		{"W2", "*W2BestFit*", "not run", "<= 1000 ns/op", "MISS"},
+		{"W9", "BenchmarkW9Fleet", "skipped", ">= 0.8 ratio", "SKIP"},
 	}
-	assert.Equal(t, want, Rows(results, ts))
+	assert.Equal(t, want, Rows(results, ts, map[string]string{"BenchmarkW9Fleet": "Porch is not built"}))
 }
 
 func TestCmpBoundaries(t *testing.T) {
@@ -159,7 +166,7 @@ func TestTargets(t *testing.T) {
 		assert.NotEmpty(t, tg.Unit)
 		assert.True(t, strings.HasPrefix(tg.Match, tg.ID), "%s should start with its id %s", tg.Match, tg.ID)
 	}
-	for _, id := range []string{"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"} {
+	for _, id := range []string{"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9"} {
 		assert.True(t, ids[id], "no target for %s", id)
 	}
 }
@@ -187,8 +194,9 @@ func TestRun(t *testing.T) {
 	} {
 		assert.Contains(t, table, strings.Join(want, " "), "table lacks a row\n%s", table)
 	}
-	assert.Equal(t, "5 PASS, 16 MISS", norm[len(norm)-1]) // W8's two, E1's five and N1's two targets are not in the sample
+	assert.Equal(t, "5 PASS, 16 MISS, 3 SKIP", norm[len(norm)-1]) // W8's two, E1's five and N1's two targets are not in the sample, W9 is skipped
 	assert.Contains(t, errOut.String(), "--- FAIL: BenchmarkW6HeapBytesPerAlloc")
+	assert.Contains(t, errOut.String(), "BenchmarkW9Fleet was skipped: W9 runs the real Porch")
 
 	err := Run(strings.NewReader("PASS\n"), &out, &errOut)
 	assert.ErrorContains(t, err, "no benchmark results")

@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 )
 
 func main() {
@@ -31,8 +33,11 @@ func Run(in io.Reader, out, errOut io.Writer) error {
 	for _, f := range parsed.Failures {
 		fmt.Fprintln(errOut, "benchtable: failure in input:", f)
 	}
+	for _, name := range slices.Sorted(maps.Keys(parsed.Skipped)) {
+		fmt.Fprintf(errOut, "benchtable: %s was skipped: %s\n", name, parsed.Skipped[name])
+	}
 	if len(parsed.Results) == 0 {
 		return errors.New("no benchmark results in input")
 	}
-	return Write(out, Rows(parsed.Results, targets))
+	return Write(out, Rows(parsed.Results, targets, parsed.Skipped))
 }

@@ -42,6 +42,10 @@ type Output struct {
 	Results []Result
 	// Failures are the lines reporting a failed benchmark or package.
 	Failures []string
+	// Skipped are the benchmarks reported skipped ("--- SKIP: BenchmarkX",
+	// which go test prints with -v and a benchmark may print itself), by
+	// name, with the reason (the line after, if indented) or "".
+	Skipped map[string]string
 }
 
 // Parse reads `go test -bench [-benchmem]` output. Lines that are not
@@ -55,6 +59,7 @@ func Parse(r io.Reader) (Output, error) {
 		out     Output
 		pkg     string
 		pending string // a benchmark name whose numbers have not come yet
+		skipped string // the benchmark of the last SKIP line, while its reason may follow
 	)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
@@ -64,6 +69,23 @@ func Parse(r io.Reader) (Output, error) {
 			pkg, pending = strings.TrimSpace(p), ""
 			continue
 		}
+		if i := strings.Index(line, "--- SKIP: Benchmark"); i >= 0 {
+			if f := strings.Fields(line[i+len("--- SKIP: "):]); len(f) > 0 {
+				if out.Skipped == nil {
+					out.Skipped = map[string]string{}
+				}
+				skipped, out.Skipped[f[0]] = f[0], ""
+			}
+			pending = ""
+			continue
+		}
+		if skipped != "" && strings.HasPrefix(line, "    ") {
+			if out.Skipped[skipped] == "" {
+				out.Skipped[skipped] = strings.TrimSpace(line)
+			}
+			continue
+		}
+		skipped = ""
 		if i := strings.Index(line, "--- FAIL: Benchmark"); i >= 0 {
 			out.Failures = append(out.Failures, strings.TrimSpace(line[i:]))
 			pending = ""

@@ -69,14 +69,16 @@ type Row struct {
 	Benchmark string
 	Measured  string
 	Target    string
-	// Result is PASS, MISS, or "-" for a benchmark without a target.
+	// Result is PASS, MISS, SKIP (the benchmark was skipped), or "-" for
+	// a benchmark without a target.
 	Result string
 }
 
 // Rows evaluates results against targets: one row per (result, target) pair
 // that applies, one row with target "-" per result no target applies to, and
-// one MISS row per target that no result applies to.
-func Rows(results []Result, targets []Target) []Row {
+// per target that no result applies to one SKIP row when a skipped
+// benchmark's name contains its Match, one MISS row otherwise.
+func Rows(results []Result, targets []Target, skipped map[string]string) []Row {
 	var rows []Row
 	used := make([]bool, len(targets))
 	for _, r := range results {
@@ -104,9 +106,16 @@ func Rows(results []Result, targets []Target) []Row {
 		}
 	}
 	for i, t := range targets {
-		if !used[i] {
-			rows = append(rows, Row{ID: t.ID, Benchmark: "*" + t.Match + "*", Measured: "not run", Target: t.String(), Result: "MISS"})
+		if used[i] {
+			continue
 		}
+		row := Row{ID: t.ID, Benchmark: "*" + t.Match + "*", Measured: "not run", Target: t.String(), Result: "MISS"}
+		for name := range skipped {
+			if strings.Contains(name, t.Match) {
+				row.Benchmark, row.Measured, row.Result = name, "skipped", "SKIP"
+			}
+		}
+		rows = append(rows, row)
 	}
 	return rows
 }
@@ -115,7 +124,7 @@ func Rows(results []Result, targets []Target) []Row {
 func Write(w io.Writer, rows []Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tBENCHMARK\tMEASURED\tTARGET\tRESULT")
-	pass, miss := 0, 0
+	pass, miss, skip := 0, 0, 0
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Benchmark, r.Measured, r.Target, r.Result)
 		switch r.Result {
@@ -123,12 +132,18 @@ func Write(w io.Writer, rows []Row) error {
 			pass++
 		case "MISS":
 			miss++
+		case "SKIP":
+			skip++
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\n%d PASS, %d MISS\n", pass, miss)
+	summary := fmt.Sprintf("\n%d PASS, %d MISS", pass, miss)
+	if skip > 0 {
+		summary += fmt.Sprintf(", %d SKIP", skip)
+	}
+	_, err := fmt.Fprintln(w, summary)
 	return err
 }
 

@@ -1,0 +1,94 @@
+package injector
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	porchv1alpha1 "github.com/nephio-project/porch/api/porch/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// TestResyncReadsPastAStaleCache: the watch's cache that missed a Draft's
+// update (Porch's watch drops events under load) still shows the version
+// the injector processed. A Draft the resync's list of Porch found at
+// another version is read from Porch, not judged by the cache, and
+// processed; an event alone is judged by the cache and costs nothing.
+// The cache behind Porch is a fault the real Porch makes only at random,
+// so it is injected here: two clients, one as the cache, one as Porch.
+func TestResyncReadsPastAStaleCache(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := porchv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: "default", Name: "repo.pkg.v1"}
+	draft := func() *unstructured.Unstructured {
+		pr := newRevision()
+		pr.SetNamespace(key.Namespace)
+		pr.SetName(key.Name)
+		_ = unstructured.SetNestedField(pr.Object, string(porchv1alpha1.PackageRevisionLifecycleDraft), "spec", "lifecycle")
+		_ = unstructured.SetNestedField(pr.Object, "repo", "spec", "repository")
+		_ = unstructured.SetNestedField(pr.Object, "pkg", "spec", "packageName")
+		return pr
+	}
+	for _, tc := range []struct {
+		name     string
+		listed   bool
+		wantRead bool
+	}{
+		{"an event, judged by the cache", false, false},
+		{"found stale by the resync's list", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			cache := fake.NewClientBuilder().WithScheme(scheme).WithObjects(draft()).Build()
+			var reads atomic.Int32
+			porch := fake.NewClientBuilder().WithScheme(scheme).WithObjects(draft(),
+				&porchv1alpha1.PackageRevisionResources{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+					Spec: porchv1alpha1.PackageRevisionResourcesSpec{Resources: map[string]string{"README.md": "no IPAM objects\n"}}}).
+				WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if _, ok := obj.(*porchv1alpha1.PackageRevisionResources); ok {
+						reads.Add(1)
+					}
+					return c.Get(ctx, k, obj, opts...)
+				}}).Build()
+			// Porch moved on: its revision has a version the cache lacks.
+			moved := draft()
+			if err := porch.Get(ctx, key, moved); err != nil {
+				t.Fatal(err)
+			}
+			moved.SetLabels(map[string]string{"edited": "yes"})
+			if err := porch.Update(ctx, moved); err != nil {
+				t.Fatal(err)
+			}
+			cached := newRevision()
+			if err := cache.Get(ctx, key, cached); err != nil {
+				t.Fatal(err)
+			}
+			if cached.GetResourceVersion() == moved.GetResourceVersion() {
+				t.Fatalf("the cache and Porch agree on version %s", moved.GetResourceVersion())
+			}
+			in := &Injector{Client: porch, Reader: porch, Revisions: cache}
+			in.processed(key, cached.GetResourceVersion())
+			if tc.listed {
+				in.sawListed(key)
+			}
+			if _, err := in.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+				t.Fatal(err)
+			}
+			if got := reads.Load() > 0; got != tc.wantRead {
+				t.Errorf("resources read: %v, want %v", got, tc.wantRead)
+			}
+			if in.takeListed(key) {
+				t.Error("the resync's mark outlived the reconcile")
+			}
+		})
+	}
+}
