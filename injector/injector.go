@@ -83,18 +83,72 @@ type Injector struct {
 	packages keyedMutex
 
 	mu       sync.Mutex
-	owners   map[string]string               // owner -> namespace, every owner synced by this process
-	warned   map[string]string               // revision -> resourceVersion of its last parse-error Event
-	done     map[types.NamespacedName]string // Draft -> resourceVersion last processed
-	suspects map[string]time.Time            // owners without a revision at the last collection: since when
-	listed   map[types.NamespacedName]bool   // Drafts the resync's list showed at a version not processed
+	owners   map[string]string                   // owner -> namespace, every owner synced by this process
+	warned   map[string]string                   // revision -> resourceVersion of its last parse-error Event
+	done     map[types.NamespacedName]draftState // Draft -> what was found at the resourceVersion last processed
+	suspects map[string]time.Time                // owners without a revision at the last collection: since when
+	listed   map[types.NamespacedName]bool       // Drafts the resync's list showed at a version not processed
+}
+
+// draftState is what the injector found of a Draft at the resourceVersion
+// it last processed.
+type draftState struct {
+	version string
+	// ipam: the Draft holds IPAM objects; its condition is True.
+	ipam bool
+	// verify: the version was processed once; the next list that shows it
+	// checks it once more. Porch was seen to serve, at one version, a
+	// PackageRevision without the condition its resources were written
+	// with, and a read of a Draft's resources to miss their content: a
+	// Draft with IPAM objects whose listed revision lacks the condition,
+	// and a Draft found without IPAM objects, are read once more.
+	verify bool
 }
 
 // upToDate reports whether the Draft was processed at this resourceVersion.
 func (in *Injector) upToDate(key types.NamespacedName, version string) bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return version != "" && in.done[key] == version
+	return version != "" && in.done[key].version == version
+}
+
+// toVerify reports whether the Draft, listed as pr at the version it was
+// processed at, is to be read once more (see draftState.verify); when the
+// list shows it as expected, it is verified without a read.
+func (in *Injector) toVerify(key types.NamespacedName, pr *unstructured.Unstructured) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	st, ok := in.done[key]
+	if !ok || !st.verify || st.version != pr.GetResourceVersion() {
+		return false
+	}
+	if st.ipam && conditionTrue(pr) {
+		st.verify = false
+		in.done[key] = st
+		return false
+	}
+	return true
+}
+
+// pendingVerify reports whether the Draft waits for its one verifying
+// read at this resourceVersion.
+func (in *Injector) pendingVerify(key types.NamespacedName, version string) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	st := in.done[key]
+	return st.verify && st.version == version
+}
+
+// conditionTrue reports whether the PackageRevision shows the injector's
+// condition True (Porch copies the Kptfile's conditions into its status).
+func conditionTrue(pr *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(pr.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == ConditionType {
+			return m["status"] == "True"
+		}
+	}
+	return false
 }
 
 // sawListed records that the resync's list showed the Draft at a version
@@ -118,14 +172,17 @@ func (in *Injector) takeListed(key types.NamespacedName) bool {
 	return listed
 }
 
-// processed records that the Draft was processed at this resourceVersion.
-func (in *Injector) processed(key types.NamespacedName, version string) {
+// processed records that the Draft was processed at this resourceVersion
+// and whether it holds IPAM objects. The first time at a version it is to
+// be verified once (see draftState.verify); processed again at the same
+// version, it is verified.
+func (in *Injector) processed(key types.NamespacedName, version string, ipam bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.done == nil {
-		in.done = map[types.NamespacedName]string{}
+		in.done = map[types.NamespacedName]draftState{}
 	}
-	in.done[key] = version
+	in.done[key] = draftState{version: version, ipam: ipam, verify: in.done[key].version != version}
 }
 
 // forget drops what is remembered of a revision that is gone or no longer
@@ -207,10 +264,11 @@ func (in *Injector) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if revisions == nil {
 		revisions = in.Reader
 	}
-	if in.takeListed(key) {
+	listed := in.takeListed(key)
+	if listed {
 		// The resync's list of Porch showed this Draft at a version not
-		// processed: the watch's cache may be behind (a dropped event), so
-		// the revision is read from Porch.
+		// processed, or one to verify: the watch's cache may be behind (a
+		// dropped event), so the revision is read from Porch.
 		revisions = in.Reader
 	}
 	pr := newRevision()
@@ -234,17 +292,18 @@ func (in *Injector) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		in.forget(key)
 		return reconcile.Result{}, nil
 	}
-	if in.upToDate(key, pr.GetResourceVersion()) {
+	if in.upToDate(key, pr.GetResourceVersion()) && !(listed && in.pendingVerify(key, pr.GetResourceVersion())) {
 		return reconcile.Result{}, nil
 	}
 	unlock := in.packages.lock(ownerOf(pr))
 	defer unlock()
 	for attempt := 1; attempt <= MaxAttempts; attempt++ {
-		version, err := in.process(ctx, key, pr, attempt)
+		out, err := in.process(ctx, key, pr, attempt)
 		if err == nil {
-			if version != "" {
-				in.processed(key, version)
+			if out.version != "" {
+				in.processed(key, out.version, out.ipam)
 			}
+			logger.V(1).Info("processed", "version", out.version, "ipam", out.ipam, "wrote", out.wrote)
 			return reconcile.Result{}, nil
 		}
 		if errors.As(err, new(errStaleAnswer)) {
@@ -276,19 +335,27 @@ func porchContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), PorchTimeout)
 }
 
-// process reads, processes and (when changed) writes one Draft once, and
-// returns the resourceVersion its resources have after that ("" when it
-// is gone).
-func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *unstructured.Unstructured, attempt int) (string, error) {
+// outcome is what processing a Draft once found and did.
+type outcome struct {
+	// version is the resourceVersion of its resources after that; ""
+	// when it is gone.
+	version string
+	// ipam: it holds IPAM objects; wrote: they or the Kptfile were
+	// written.
+	ipam, wrote bool
+}
+
+// process reads, processes and (when changed) writes one Draft once.
+func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *unstructured.Unstructured, attempt int) (outcome, error) {
 	var prr porchv1alpha1.PackageRevisionResources
 	rctx, cancel := porchContext(ctx)
 	err := in.Reader.Get(rctx, key, &prr)
 	cancel()
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", nil
+			return outcome{}, nil
 		}
-		return "", fmt.Errorf("PackageRevision %s: read resources: %w", key, err)
+		return outcome{}, fmt.Errorf("PackageRevision %s: read resources: %w", key, err)
 	}
 	files, err := parseFiles(prr.Spec.Resources)
 	if err != nil {
@@ -297,10 +364,10 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 		if in.firstWarning(key.String(), prr.ResourceVersion) {
 			in.event(pr, corev1.EventTypeWarning, EventFailed, err.Error())
 		}
-		return prr.ResourceVersion, nil
+		return outcome{version: prr.ResourceVersion}, nil
 	}
 	if !engine.HasIPAMObjects(files.items) {
-		return prr.ResourceVersion, nil
+		return outcome{version: prr.ResourceVersion}, nil
 	}
 	owner := ownerOf(pr)
 	in.track(owner, pr.GetNamespace())
@@ -314,34 +381,34 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 	cond := engine.Condition{Type: ConditionType, Status: "True", Reason: ReasonAllocated, Message: summary(files.items)}
 	if perr != nil {
 		if ctx.Err() != nil {
-			return "", ctx.Err()
+			return outcome{}, ctx.Err()
 		}
 		cond = engine.Condition{Type: ConditionType, Status: "False", Reason: ReasonFailed, Message: errorMessage(results, perr)}
 	}
 	// A failure is tried again with backoff, written or not.
-	failed := func(version string) (string, error) {
+	failed := func(version string, wrote bool) (outcome, error) {
 		if perr != nil {
-			return "", errAllocation{cond.Message}
+			return outcome{}, errAllocation{cond.Message}
 		}
-		return version, nil
+		return outcome{version: version, ipam: true, wrote: wrote}, nil
 	}
 	kf := files.kptfile()
 	if kf != nil {
 		c, err := engine.SetKptfileCondition(kf, cond)
 		if err != nil {
-			return "", fmt.Errorf("PackageRevision %s: Kptfile: %w", key, err)
+			return outcome{}, fmt.Errorf("PackageRevision %s: Kptfile: %w", key, err)
 		}
 		changed = changed || c
 	}
 	if !changed {
-		return failed(prr.ResourceVersion)
+		return failed(prr.ResourceVersion, false)
 	}
 	if in.beforeWrite != nil {
 		in.beforeWrite(ctx, key, attempt)
 	}
 	out, removed := files.changedFiles()
 	if len(out)+len(removed) == 0 {
-		return failed(prr.ResourceVersion)
+		return failed(prr.ResourceVersion, false)
 	}
 	read := prr.ResourceVersion
 	maps.Copy(prr.Spec.Resources, out)
@@ -354,12 +421,12 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 	cancel()
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", nil
+			return outcome{}, nil
 		}
 		if isConflict(err) {
-			return "", errConflict{err}
+			return outcome{}, errConflict{err}
 		}
-		return "", fmt.Errorf("PackageRevision %s: update resources: %w", key, err)
+		return outcome{}, fmt.Errorf("PackageRevision %s: update resources: %w", key, err)
 	}
 	if perr != nil {
 		in.event(pr, corev1.EventTypeWarning, EventFailed, cond.Message)
@@ -372,9 +439,9 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 		// its own write. Nothing is recorded as processed; the revision is
 		// read again soon (and written again if what Porch serves still
 		// lacks the write).
-		return "", errStaleAnswer{version: read}
+		return outcome{}, errStaleAnswer{version: read}
 	}
-	return failed(prr.ResourceVersion)
+	return failed(prr.ResourceVersion, true)
 }
 
 // staleAnswerRetry is how soon a revision whose write Porch answered with

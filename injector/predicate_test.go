@@ -48,7 +48,7 @@ func TestRevisionEvents(t *testing.T) {
 	default:
 		t.Error("a passed event signals no activity")
 	}
-	in.processed(keyOf(revisionAt("Draft", "a")), "a")
+	in.processed(keyOf(revisionAt("Draft", "a")), "a", true)
 	if p.Delete(event.DeleteEvent{Object: revisionAt("Draft", "a")}) || !in.gcDue.Load() {
 		t.Error("Delete passes nothing and makes a collection due")
 	}

@@ -76,7 +76,7 @@ func TestResyncReadsPastAStaleCache(t *testing.T) {
 				t.Fatalf("the cache and Porch agree on version %s", moved.GetResourceVersion())
 			}
 			in := &Injector{Client: porch, Reader: porch, Revisions: cache}
-			in.processed(key, cached.GetResourceVersion())
+			in.processed(key, cached.GetResourceVersion(), true)
 			if tc.listed {
 				in.sawListed(key)
 			}
@@ -88,6 +88,80 @@ func TestResyncReadsPastAStaleCache(t *testing.T) {
 			}
 			if in.takeListed(key) {
 				t.Error("the resync's mark outlived the reconcile")
+			}
+		})
+	}
+}
+
+// TestListedDraftsAreVerifiedOnce: a Draft processed at a version is
+// checked once by the next list that shows that version. A Draft with
+// IPAM objects whose listed revision shows the condition True costs no
+// read; one whose listed revision lacks it, and one found without IPAM
+// objects, are read from Porch once more, and after that read never again
+// at that version. Porch serving a revision without the condition its
+// resources were written with happens only at random under load, so the
+// list's revision is made here.
+func TestListedDraftsAreVerifiedOnce(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := porchv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: "default", Name: "repo.pkg.v1"}
+	draft := func(condition bool) *unstructured.Unstructured {
+		pr := newRevision()
+		pr.SetNamespace(key.Namespace)
+		pr.SetName(key.Name)
+		_ = unstructured.SetNestedField(pr.Object, string(porchv1alpha1.PackageRevisionLifecycleDraft), "spec", "lifecycle")
+		_ = unstructured.SetNestedField(pr.Object, "repo", "spec", "repository")
+		_ = unstructured.SetNestedField(pr.Object, "pkg", "spec", "packageName")
+		if condition {
+			_ = unstructured.SetNestedSlice(pr.Object, []any{map[string]any{"type": "other", "status": "False"},
+				map[string]any{"type": ConditionType, "status": "True"}}, "status", "conditions")
+		}
+		return pr
+	}
+	for _, tc := range []struct {
+		name      string
+		ipam      bool // what the processing found
+		condition bool // what the list shows
+		wantReads int32
+	}{
+		{"IPAM objects, the list shows the condition", true, true, 0},
+		{"IPAM objects, the list lacks the condition", true, false, 1},
+		{"no IPAM objects found", false, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			var reads atomic.Int32
+			porch := fake.NewClientBuilder().WithScheme(scheme).WithObjects(draft(tc.condition),
+				&porchv1alpha1.PackageRevisionResources{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+					Spec: porchv1alpha1.PackageRevisionResourcesSpec{Resources: map[string]string{"README.md": "no IPAM objects\n"}}}).
+				WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if _, ok := obj.(*porchv1alpha1.PackageRevisionResources); ok {
+						reads.Add(1)
+					}
+					return c.Get(ctx, k, obj, opts...)
+				}}).Build()
+			listed := newRevision()
+			if err := porch.Get(ctx, key, listed); err != nil {
+				t.Fatal(err)
+			}
+			in := &Injector{Client: porch, Reader: porch, Revisions: porch}
+			in.processed(key, listed.GetResourceVersion(), tc.ipam)
+			// Three lists in a row, each followed by the reconciles it asks for.
+			for range 3 {
+				if in.toVerify(key, listed) {
+					in.sawListed(key)
+				}
+				if _, err := in.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := reads.Load(); got != tc.wantReads {
+				t.Errorf("resources read %d times, want %d", got, tc.wantReads)
+			}
+			if !in.upToDate(key, listed.GetResourceVersion()) {
+				t.Error("the Draft is not recorded as processed at its version")
 			}
 		})
 	}

@@ -324,15 +324,22 @@ func (r resyncRunnable) Start(ctx context.Context) error {
 			continue
 		}
 		live := make(map[types.NamespacedName]bool, len(prs.Items))
-		stale := 0
+		stale, verify := 0, 0
 		for i := range prs.Items {
 			pr := &prs.Items[i]
 			key := client.ObjectKeyFromObject(pr)
 			live[key] = true
-			if lifecycle(pr) != string(porchv1alpha1.PackageRevisionLifecycleDraft) || r.in.upToDate(key, pr.GetResourceVersion()) {
+			if lifecycle(pr) != string(porchv1alpha1.PackageRevisionLifecycleDraft) {
 				continue
 			}
-			stale++
+			switch {
+			case !r.in.upToDate(key, pr.GetResourceVersion()):
+				stale++
+			case r.in.toVerify(key, pr):
+				verify++
+			default:
+				continue
+			}
 			r.in.sawListed(key)
 			select {
 			case r.out <- event.GenericEvent{Object: pr}:
@@ -340,11 +347,11 @@ func (r resyncRunnable) Start(ctx context.Context) error {
 				return nil
 			}
 		}
-		if stale > 0 {
-			logger.Info("Drafts not processed at their current version", "count", stale, "periodic", periodic)
+		if stale+verify > 0 {
+			logger.Info("Drafts to read", "notProcessed", stale, "toVerify", verify, "periodic", periodic)
 			// List again activityResync later, until a list finds every
-			// Draft processed: the events of these Drafts' writes may be
-			// dropped too.
+			// Draft processed and verified: the events of these Drafts'
+			// writes may be dropped too.
 			soon = time.After(activityResync)
 		}
 		if periodic {
