@@ -36,6 +36,7 @@ func TestPorchFleet(t *testing.T) {
 	f := &fleet{x: x, n: n, allocs: allocs, networks: 4, creators: 4}
 	f.setUp()
 	conds := watchConditions(t, env.cfg)
+	conds.logDir = env.logs
 	env.addRepo(t, "fleet")
 
 	// The edited Draft: someone adds a file between the injector's read

@@ -151,6 +151,9 @@ type conditionWatch struct {
 	changed chan struct{} // closed and replaced at every change
 	conds   map[string]engine.Condition
 	seen    map[string]time.Time // when the condition was last seen to change
+	// logDir, when set, holds the injector's logs: a failed wait prints
+	// their lines about the revisions still waiting.
+	logDir string
 }
 
 // watchConditions starts a conditionWatch that runs until the test ends.
@@ -245,8 +248,40 @@ func (w *conditionWatch) waitTrue(t testing.TB, names []string, timeout time.Dur
 				}
 			}
 		case <-deadline:
-			t.Fatalf("%d of %d revisions without a True %s condition after %s (e.g. %s: %+v)", pending, len(names), ConditionType, timeout, example, w.get(example))
+			w.mu.Lock()
+			var waiting []string
+			for _, n := range names {
+				if w.conds[n].Status != "True" {
+					waiting = append(waiting, n)
+				}
+			}
+			w.mu.Unlock()
+			w.printLogsAbout(t, waiting[:min(len(waiting), 5)])
+			t.Fatalf("%d of %d revisions without a True %s condition after %s: %v (e.g. %s: %+v)", pending, len(names), ConditionType, timeout,
+				waiting[:min(len(waiting), 20)], example, w.get(example))
 		}
+	}
+}
+
+// printLogsAbout logs the lines of the injector's logs that name one of
+// the revisions (at most 60 each).
+func (w *conditionWatch) printLogsAbout(t testing.TB, names []string) {
+	t.Helper()
+	if w.logDir == "" {
+		return
+	}
+	files, _ := filepath.Glob(filepath.Join(w.logDir, "injector*.log"))
+	for _, name := range names {
+		var lines []string
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			for l := range strings.Lines(string(b)) {
+				if strings.Contains(l, name) {
+					lines = append(lines, filepath.Base(f)+": "+l)
+				}
+			}
+		}
+		t.Logf("--- %s in the injector's logs (%d lines) ---\n%s", name, len(lines), strings.Join(lines[max(0, len(lines)-60):], ""))
 	}
 }
 
@@ -263,7 +298,7 @@ func startInjector(t testing.TB, env *porchEnv, cfg Config, logName string) (sto
 	logf, err := os.Create(filepath.Join(env.logs, logName))
 	must(t, err)
 	cfg.RESTConfig, cfg.Namespace, cfg.SkipNameValidation = env.cfg, testNamespace, true
-	cfg.Logger = logr.FromSlogHandler(slog.NewTextHandler(logf, nil))
+	cfg.Logger = logr.FromSlogHandler(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})) // V(1): every Draft processed
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg) }()
