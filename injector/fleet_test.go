@@ -139,7 +139,48 @@ func (f *fleet) create(repo string, from, to int, after func(created int)) ([]st
 	wg.Wait()
 	last := time.Now()
 	must(x.t, errors.Join(errs...))
+	f.ensureServed(repo, names)
 	return names, last
+}
+
+// ensureServed returns once Porch serves every Draft just created in repo.
+// Porch v1.5.8 can drop a Draft from its cache for good when a refresh of
+// the repository races the Draft's creation (it logs "deleting PackageRev
+// ... because PackageRevision was removed from SoT" though the draft
+// branch is in Git), and serves it again only after a refresh that finds
+// the repository changed from outside Porch. The fleet checks the list
+// twice, a repository refresh apart; while Drafts are missing it pushes a
+// ref to the repository, as any Git user could, and waits for the refresh.
+func (f *fleet) ensureServed(repo string, names []string) {
+	x := f.x
+	x.t.Helper()
+	const refresh = 12 * time.Second // Porch's --repo-sync-frequency is 10s
+	deadline := time.Now().Add(5 * time.Minute)
+	time.Sleep(refresh)
+	for nudge := 1; ; nudge++ {
+		prs := newRevisionList()
+		must(x.t, x.env.k8s.List(x.ctx, prs, client.InNamespace(testNamespace)))
+		listed := map[string]bool{}
+		for _, pr := range prs.Items {
+			listed[pr.GetName()] = true
+		}
+		var missing []string
+		for _, n := range names {
+			if !listed[n] {
+				missing = append(missing, n)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			x.t.Fatalf("Porch still does not serve %d of the %d Drafts created in %s: %v", len(missing), len(names), repo, missing)
+		}
+		x.t.Logf("Porch does not serve %d of the %d Drafts created in %s (%v): pushing a ref to the repository for its next refresh",
+			len(missing), len(names), repo, missing)
+		gitRun(x.t, "", "--git-dir", filepath.Join(x.env.dir, repo+".git"), "update-ref", "refs/heads/refresh-"+strconv.Itoa(nudge), "main")
+		time.Sleep(refresh)
+	}
 }
 
 // conditionWatch follows the ConditionType condition of every
