@@ -56,14 +56,22 @@ func clustersWatched(ctx context.Context, mgr ctrl.Manager) (bool, error) {
 	return why == "", err
 }
 
-// served reports whether the API server serves kind at gv; a kind whose
-// CRD is not installed is not an error.
-func served(mgr ctrl.Manager, gv schema.GroupVersion, kind string) (bool, error) {
-	_, err := mgr.GetRESTMapper().RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
-	if meta.IsNoMatchError(err) {
-		return false, nil
+// served reports whether the API server serves every one of kinds at gv;
+// a kind whose CRD is not installed is not an error. A front checks every
+// kind it registers a controller or a watch for: CRDs installed together
+// reach the API server's discovery one by one, and registering a watch of
+// a kind not yet served fails.
+func served(mgr ctrl.Manager, gv schema.GroupVersion, kinds ...string) (bool, error) {
+	for _, kind := range kinds {
+		_, err := mgr.GetRESTMapper().RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
+		if meta.IsNoMatchError(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
 	}
-	return err == nil, err
+	return true, nil
 }
 
 // capiFront is the Cluster API front: the InClusterIPPool and
@@ -76,19 +84,19 @@ func capiFront(mgr ctrl.Manager, base *reconciler, hook func(string, types.Names
 	var clusters bool
 	f := &front{name: "Cluster API"}
 	f.missing = func(ctx context.Context) (string, error) {
-		pools, err := served(mgr, ipamv1alpha1.GroupVersion, ipamv1alpha1.KindInClusterIPPool)
+		pools, err := served(mgr, ipamv1alpha1.GroupVersion, ipamv1alpha1.KindInClusterIPPool, ipamv1alpha1.KindGlobalInClusterIPPool)
 		if err != nil {
 			return "", err
 		}
 		if !pools {
-			return "the InClusterIPPool CRD (ipam.nephio.org) is not installed", nil
+			return "the InClusterIPPool and GlobalInClusterIPPool CRDs (ipam.nephio.org) are not installed", nil
 		}
-		claimsServed, err := served(mgr, capiv1beta2.GroupVersion, capiv1beta2.KindIPAddressClaim)
+		claimsServed, err := served(mgr, capiv1beta2.GroupVersion, capiv1beta2.KindIPAddressClaim, capiv1beta2.KindIPAddress)
 		if err != nil {
 			return "", err
 		}
 		if !claimsServed {
-			return "Cluster API's IPAddressClaim CRD (ipam.cluster.x-k8s.io) is not installed", nil
+			return "Cluster API's IPAddressClaim and IPAddress CRDs (ipam.cluster.x-k8s.io) are not installed", nil
 		}
 		if why, err := denied(ctx, mgr, capiv1beta2.Group, "ipaddressclaims", "ipaddresses"); why != "" || err != nil {
 			return why, err

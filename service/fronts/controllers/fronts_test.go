@@ -38,6 +38,13 @@ func (l *logLines) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
+// has reports whether a line containing want was logged.
+func (l *logLines) has(want string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Contains(l.buf.String(), want)
+}
+
 // wait fails the test unless a line containing want is logged in time.
 func (l *logLines) wait(t *testing.T, want string) {
 	t.Helper()
@@ -80,7 +87,7 @@ func TestFrontsTurnOnWhenCRDsArrive(t *testing.T) {
 	})
 	logged.wait(t, "Metal3 front off: the ipam.metal3.io CRDs are not installed")
 	logged.wait(t, "NVIDIA front off: the nv-ipam.nvidia.com CRDs are not installed")
-	logged.wait(t, "Cluster API front off: Cluster API's IPAddressClaim CRD (ipam.cluster.x-k8s.io) is not installed")
+	logged.wait(t, "Cluster API front off: Cluster API's IPAddressClaim and IPAddress CRDs (ipam.cluster.x-k8s.io) are not installed")
 	const ns = "late-crds"
 	require.NoError(t, k.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 
@@ -94,6 +101,18 @@ func TestFrontsTurnOnWhenCRDsArrive(t *testing.T) {
 	require.NoError(t, k.Create(ctx, &capiv1beta2.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "capi-m3"},
 		Spec: capiv1beta2.IPAddressClaimSpec{PoolRef: capiv1beta2.IPPoolReference{APIGroup: metal3v1alpha1.Group, Kind: metal3v1alpha1.KindIPPool, Name: "m3"}}}))
 
+	// CRDs installed together reach discovery one by one: with the IPClaim
+	// CRD alone the Metal3 front stays off (registering its controllers
+	// would fail on the IPPool and IPAddress kinds and stop the manager).
+	install(filepath.Join(metal3CRDDir, "ipam.metal3.io_ipclaims.yaml"))
+	eventually(t, capiWait, "IPClaim served", func() error {
+		_, err := k.RESTMapper().RESTMapping(metal3v1alpha1.GroupVersion.WithKind(metal3v1alpha1.KindIPClaim).GroupKind(), metal3v1alpha1.GroupVersion.Version)
+		return err
+	})
+	time.Sleep(10 * 200 * time.Millisecond) // ten front checks
+	if logged.has("Metal3 front on") {
+		t.Fatal("the Metal3 front turned on with only its IPClaim CRD installed")
+	}
 	install(metal3CRDDir)
 	logged.wait(t, "Metal3 front on")
 	require.NoError(t, k.Create(ctx, m3(t, ns, "metadata: {name: m3}\nspec: {pools: [{start: 10.95.0.10, end: 10.95.0.20}], prefix: 24, gateway: 10.95.0.1}\n", &metal3v1alpha1.IPPool{})))

@@ -25,7 +25,7 @@ func metal3Front(mgr ctrl.Manager, base *reconciler, hook func(string, types.Nam
 	var clusters bool
 	f := &front{name: "Metal3"}
 	f.missing = func(ctx context.Context) (string, error) {
-		on, err := served(mgr, metal3v1alpha1.GroupVersion, metal3v1alpha1.KindIPClaim)
+		on, err := served(mgr, metal3v1alpha1.GroupVersion, metal3v1alpha1.KindIPPool, metal3v1alpha1.KindIPClaim, metal3v1alpha1.KindIPAddress)
 		if err != nil {
 			return "", err
 		}

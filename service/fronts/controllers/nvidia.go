@@ -304,7 +304,7 @@ func nvidiaFront(mgr ctrl.Manager, base *reconciler, hook func(string, types.Nam
 	return &front{
 		name: "NVIDIA",
 		missing: func(ctx context.Context) (string, error) {
-			on, err := served(mgr, nvv1alpha1.GroupVersion, nvv1alpha1.KindIPPool)
+			on, err := served(mgr, nvv1alpha1.GroupVersion, nvv1alpha1.KindIPPool, nvv1alpha1.KindCIDRPool)
 			if err != nil {
 				return "", err
 			}
