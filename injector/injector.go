@@ -87,7 +87,7 @@ type Injector struct {
 	warned   map[string]string                   // revision -> resourceVersion of its last parse-error Event
 	done     map[types.NamespacedName]draftState // Draft -> what was found at the resourceVersion last processed
 	suspects map[string]time.Time                // owners without a revision at the last collection: since when
-	listed   map[types.NamespacedName]bool       // Drafts the resync's list showed at a version not processed
+	listed   map[types.NamespacedName]bool       // Drafts the resync's list showed at a version not processed, or to verify
 }
 
 // draftState is what the injector found of a Draft at the resourceVersion
@@ -152,7 +152,7 @@ func conditionTrue(pr *unstructured.Unstructured) bool {
 }
 
 // sawListed records that the resync's list showed the Draft at a version
-// not processed.
+// not processed, or at one to verify: it is to be read from Porch.
 func (in *Injector) sawListed(key types.NamespacedName) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -163,7 +163,7 @@ func (in *Injector) sawListed(key types.NamespacedName) {
 }
 
 // takeListed reports, once, whether the resync's list showed the Draft at
-// a version not processed.
+// a version not processed or to verify.
 func (in *Injector) takeListed(key types.NamespacedName) bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
