@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/codes"
 
+	"github.com/nephio-project/ipam/service/internal/walmetrics"
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/store/etcd"
 )
@@ -98,42 +99,12 @@ func (m *Metrics) watchCommits(store commitStatser) {
 			func() float64 { return store.CommitStats().Time.Seconds() }))
 }
 
-// walHistograms are the histograms of the file store's log: the latency of
-// its fsyncs and the size of its group commits.
-type walHistograms struct{ fsync, records, bytes prometheus.Histogram }
-
-// newWALHistograms makes the histograms of the file store's log, for
-// watchWAL to register.
-func newWALHistograms() walHistograms {
-	return walHistograms{
-		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ipam_wal_fsync_duration_seconds",
-			Help:    "Latency of the fsyncs of the file store's log: what each group commit waits for.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}), // 1 ms to 8 s, as etcd's wal_fsync_duration_seconds
-		records: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ipam_wal_batch_records",
-			Help:    "Records written by each group commit of the file store's log, with one fsync.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 13)}), // 1 to 4096
-		bytes: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ipam_wal_batch_bytes",
-			Help:    "Bytes written by each group commit of the file store's log.",
-			Buckets: prometheus.ExponentialBuckets(256, 4, 10)}), // 256 B to 64 MiB
-	}
-}
-
-// observeFsync records the latency of one fsync of the log.
-func (h walHistograms) observeFsync(d time.Duration) { h.fsync.Observe(d.Seconds()) }
-
-// observeCommit records the size of one group commit of the log.
-func (h walHistograms) observeCommit(records, bytes int) {
-	h.records.Observe(float64(records))
-	h.bytes.Observe(float64(bytes))
-}
-
 // walStore is a store that writes a log of its own (file).
-type walStore interface{ walHistograms() walHistograms }
+type walStore interface{ walHistograms() *walmetrics.Histograms }
 
 // watchWAL exports the histograms store's log feeds.
 func (m *Metrics) watchWAL(store walStore) {
-	h := store.walHistograms()
-	m.Registry.MustRegister(h.fsync, h.records, h.bytes)
+	m.Registry.MustRegister(store.walHistograms().Collectors()...)
 }
 
 // watchAdmission exports the memory charged to the requests in flight,

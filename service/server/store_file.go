@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/nephio-project/ipam/service/internal/walmetrics"
 	"github.com/nephio-project/ipam/service/store/file"
 )
 
@@ -12,11 +13,11 @@ var _ Store = fileStore{}
 // fileStore is the embedded file store with the histograms its log feeds.
 type fileStore struct {
 	*file.Store
-	wal walHistograms
+	wal *walmetrics.Histograms
 }
 
 // walHistograms returns the histograms the store's log feeds.
-func (s fileStore) walHistograms() walHistograms { return s.wal }
+func (s fileStore) walHistograms() *walmetrics.Histograms { return s.wal }
 
 // openFileStore opens the embedded file store in cfg.DataDir; it takes
 // snapshots itself every cfg.SnapshotEvery records.
@@ -24,9 +25,9 @@ func openFileStore(cfg Config, log *slog.Logger) (Store, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("store file: --data-dir is required")
 	}
-	h := newWALHistograms()
+	h := walmetrics.New()
 	s, err := file.Open(cfg.DataDir, file.Options{Logger: log, NoSync: cfg.NoSync, SnapshotEvery: cfg.SnapshotEvery,
-		RecoverTruncated: cfg.RecoverTruncated, OnFsync: h.observeFsync, OnCommit: h.observeCommit})
+		RecoverTruncated: cfg.RecoverTruncated, OnFsync: h.ObserveFsync, OnCommit: h.ObserveCommit})
 	if err != nil {
 		return nil, err
 	}

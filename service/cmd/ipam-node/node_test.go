@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -288,6 +289,14 @@ func TestIPAMNode(t *testing.T) {
 		}
 		return fmt.Errorf("no AllocationOutsideBlock event naming pod-keep")
 	})
+	// The store's log: every allocation above was fsynced before its answer.
+	for _, name := range []string{"ipam_wal_fsync_duration_seconds_count", "ipam_wal_batch_records_sum", "ipam_wal_batch_bytes_sum"} {
+		m := d.metric(t, name+" ")
+		v, err := strconv.ParseFloat(strings.TrimPrefix(m, name+" "), 64)
+		if err != nil || v < 4 {
+			t.Errorf("%s: %q, want at least 4 (one per allocation made)", name, m)
+		}
+	}
 	// Back to a worker: a block again, and nothing handed out twice.
 	hb.Labels = clustertest.Workers()
 	if err := c.Client.Update(ctx, &hb); err != nil {

@@ -18,8 +18,9 @@ type Metrics struct {
 	stale    prometheus.Counter
 }
 
-// NewMetrics registers the metrics of e.
-func NewMetrics(e *nodeipam.Engine) *Metrics {
+// NewMetrics registers the metrics of e, and extra ones (the histograms
+// of e's store's log).
+func NewMetrics(e *nodeipam.Engine, extra ...prometheus.Collector) *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -34,6 +35,7 @@ func NewMetrics(e *nodeipam.Engine) *Metrics {
 	}
 	m.Registry.MustRegister(m.calls, m.stale, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&poolCollector{e: e})
+	m.Registry.MustRegister(extra...)
 	return m
 }
 

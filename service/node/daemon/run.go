@@ -25,6 +25,7 @@ import (
 
 	nvv1alpha1 "github.com/nephio-project/ipam/api/nvidia/v1alpha1"
 	nodev1 "github.com/nephio-project/ipam/api/proto/nvidia/ipam/node/v1"
+	"github.com/nephio-project/ipam/service/internal/walmetrics"
 	"github.com/nephio-project/ipam/service/node/nodeipam"
 )
 
@@ -45,7 +46,8 @@ func Run(ctx context.Context, cfg Config, log logr.Logger, slogger *slog.Logger)
 	if err := importNVIDIAStore(cfg.StoreFile, log, slogger); err != nil {
 		return err
 	}
-	engine, err := nodeipam.Open(cfg.StoreFile, nodeipam.Options{Logger: slogger})
+	wal := walmetrics.New()
+	engine, err := nodeipam.Open(cfg.StoreFile, nodeipam.Options{Logger: slogger, OnFsync: wal.ObserveFsync, OnCommit: wal.ObserveCommit})
 	if err != nil {
 		return err
 	}
@@ -57,7 +59,7 @@ func Run(ctx context.Context, cfg Config, log logr.Logger, slogger *slog.Logger)
 	if err := InstallCNI(cfg.CNI); err != nil {
 		return err
 	}
-	metrics := NewMetrics(engine)
+	metrics := NewMetrics(engine, wal.Collectors()...)
 	srv := grpc.NewServer(ServerOptions()...)
 	nodev1.RegisterIPAMServiceServer(srv, NewServer(engine, log, metrics))
 	hs := health.NewServer()

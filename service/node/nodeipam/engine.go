@@ -49,6 +49,11 @@ type Options struct {
 	// SyncFile, when set, replaces the store's fsync of its log: fault
 	// injection in tests.
 	SyncFile func(*os.File) error
+	// OnFsync and OnCommit, when set, receive the duration of each fsync
+	// of the store's log and the records and bytes of each group commit
+	// (the metrics).
+	OnFsync  func(time.Duration)
+	OnCommit func(records, bytes int)
 }
 
 // Engine hands out the addresses of the node's blocks and persists them
@@ -113,7 +118,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	st, err := file.Open(filepath.Join(dir, storeDirName), file.Options{Logger: log, SyncFile: opts.SyncFile})
+	st, err := file.Open(filepath.Join(dir, storeDirName), file.Options{Logger: log, SyncFile: opts.SyncFile, OnFsync: opts.OnFsync, OnCommit: opts.OnCommit})
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
