@@ -20,7 +20,8 @@ import (
 // metric they query exists, and every label their texts print is a label
 // of the metrics of that expression.
 func TestMonitoringFiles(t *testing.T) {
-	ts := servertest.Start(t, server.Config{Demo: true}, true)
+	// The file store, as ipam-server runs by default: its log's histograms too.
+	ts := servertest.Start(t, server.Config{Demo: true, Store: "file", DataDir: t.TempDir()}, true)
 	ts.Client(t) // waits until it serves
 	resp, err := http.Get("http://" + ts.MetricsAddr + "/metrics")
 	must(t, err)
