@@ -16,6 +16,46 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
+// testDraftKey names the Draft of the reconcile tests.
+var testDraftKey = types.NamespacedName{Namespace: "default", Name: "repo.pkg.v1"}
+
+// testDraft is the Draft PackageRevision testDraftKey names.
+func testDraft() *unstructured.Unstructured {
+	pr := newRevision()
+	pr.SetNamespace(testDraftKey.Namespace)
+	pr.SetName(testDraftKey.Name)
+	_ = unstructured.SetNestedField(pr.Object, string(porchv1alpha1.PackageRevisionLifecycleDraft), "spec", "lifecycle")
+	_ = unstructured.SetNestedField(pr.Object, "repo", "spec", "repository")
+	_ = unstructured.SetNestedField(pr.Object, "pkg", "spec", "packageName")
+	return pr
+}
+
+// porchScheme is a scheme with Porch's types.
+func porchScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := porchv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return scheme
+}
+
+// countingPorch is a client standing for Porch: it holds pr and the
+// Draft's resources (no IPAM objects) and counts the reads of resources.
+func countingPorch(scheme *runtime.Scheme, pr *unstructured.Unstructured) (client.WithWatch, *atomic.Int32) {
+	var reads atomic.Int32
+	porch := fake.NewClientBuilder().WithScheme(scheme).WithObjects(pr,
+		&porchv1alpha1.PackageRevisionResources{ObjectMeta: metav1.ObjectMeta{Namespace: testDraftKey.Namespace, Name: testDraftKey.Name},
+			Spec: porchv1alpha1.PackageRevisionResourcesSpec{Resources: map[string]string{"README.md": "no IPAM objects\n"}}}).
+		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*porchv1alpha1.PackageRevisionResources); ok {
+				reads.Add(1)
+			}
+			return c.Get(ctx, k, obj, opts...)
+		}}).Build()
+	return porch, &reads
+}
+
 // TestResyncReadsPastAStaleCache: the watch's cache that missed a Draft's
 // update (Porch's watch drops events under load) still shows the version
 // the injector processed. A Draft the resync's list of Porch found at
@@ -24,20 +64,8 @@ import (
 // The cache behind Porch is a fault the real Porch makes only at random,
 // so it is injected here: two clients, one as the cache, one as Porch.
 func TestResyncReadsPastAStaleCache(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := porchv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	key := types.NamespacedName{Namespace: "default", Name: "repo.pkg.v1"}
-	draft := func() *unstructured.Unstructured {
-		pr := newRevision()
-		pr.SetNamespace(key.Namespace)
-		pr.SetName(key.Name)
-		_ = unstructured.SetNestedField(pr.Object, string(porchv1alpha1.PackageRevisionLifecycleDraft), "spec", "lifecycle")
-		_ = unstructured.SetNestedField(pr.Object, "repo", "spec", "repository")
-		_ = unstructured.SetNestedField(pr.Object, "pkg", "spec", "packageName")
-		return pr
-	}
+	scheme := porchScheme(t)
+	key, draft := testDraftKey, testDraft
 	for _, tc := range []struct {
 		name     string
 		listed   bool
@@ -49,16 +77,7 @@ func TestResyncReadsPastAStaleCache(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			cache := fake.NewClientBuilder().WithScheme(scheme).WithObjects(draft()).Build()
-			var reads atomic.Int32
-			porch := fake.NewClientBuilder().WithScheme(scheme).WithObjects(draft(),
-				&porchv1alpha1.PackageRevisionResources{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
-					Spec: porchv1alpha1.PackageRevisionResourcesSpec{Resources: map[string]string{"README.md": "no IPAM objects\n"}}}).
-				WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-					if _, ok := obj.(*porchv1alpha1.PackageRevisionResources); ok {
-						reads.Add(1)
-					}
-					return c.Get(ctx, k, obj, opts...)
-				}}).Build()
+			porch, reads := countingPorch(scheme, draft())
 			// Porch moved on: its revision has a version the cache lacks.
 			moved := draft()
 			if err := porch.Get(ctx, key, moved); err != nil {
@@ -102,18 +121,10 @@ func TestResyncReadsPastAStaleCache(t *testing.T) {
 // resources were written with happens only at random under load, so the
 // list's revision is made here.
 func TestListedDraftsAreVerifiedOnce(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := porchv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	key := types.NamespacedName{Namespace: "default", Name: "repo.pkg.v1"}
+	scheme := porchScheme(t)
+	key := testDraftKey
 	draft := func(condition bool) *unstructured.Unstructured {
-		pr := newRevision()
-		pr.SetNamespace(key.Namespace)
-		pr.SetName(key.Name)
-		_ = unstructured.SetNestedField(pr.Object, string(porchv1alpha1.PackageRevisionLifecycleDraft), "spec", "lifecycle")
-		_ = unstructured.SetNestedField(pr.Object, "repo", "spec", "repository")
-		_ = unstructured.SetNestedField(pr.Object, "pkg", "spec", "packageName")
+		pr := testDraft()
 		if condition {
 			_ = unstructured.SetNestedSlice(pr.Object, []any{map[string]any{"type": "other", "status": "False"},
 				map[string]any{"type": ConditionType, "status": "True"}}, "status", "conditions")
@@ -132,16 +143,7 @@ func TestListedDraftsAreVerifiedOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			var reads atomic.Int32
-			porch := fake.NewClientBuilder().WithScheme(scheme).WithObjects(draft(tc.condition),
-				&porchv1alpha1.PackageRevisionResources{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
-					Spec: porchv1alpha1.PackageRevisionResourcesSpec{Resources: map[string]string{"README.md": "no IPAM objects\n"}}}).
-				WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-					if _, ok := obj.(*porchv1alpha1.PackageRevisionResources); ok {
-						reads.Add(1)
-					}
-					return c.Get(ctx, k, obj, opts...)
-				}}).Build()
+			porch, reads := countingPorch(scheme, draft(tc.condition))
 			listed := newRevision()
 			if err := porch.Get(ctx, key, listed); err != nil {
 				t.Fatal(err)
