@@ -16,9 +16,11 @@ import (
 
 // Replay loads the newest valid snapshot, if any, through snapshot, and
 // then passes every payload of every batch written after it, in order, to
-// record; a payload is valid only during the call. A torn or corrupt frame
-// at the tail of the last segment is dropped: the file is truncated to the
-// last good frame and one warning is logged with the offset and the reason.
+// record; a payload is valid only during the call. A segment ends at its
+// last frame or where only zeros follow (the zero-filled tail the writer
+// keeps ahead of itself). A torn or corrupt frame at the tail of the last
+// segment is dropped: the file is truncated to the last good frame and one
+// warning is logged with the offset and the reason.
 // Damage anywhere else is an error wrapping ErrCorrupt; an error from a
 // callback is returned wrapped. Both callbacks must be non-nil.
 //
@@ -74,12 +76,13 @@ func (l *Log) Replay(snapshot func(r io.Reader) error, record func(payload []byt
 	if len(live) > 0 {
 		r.next = live[0]
 	}
+	var end, size int64 // of the last segment: its logical end and its file size
 	for i, first := range live {
 		name := segName(first)
 		if first != r.next {
 			return fmt.Errorf("%w: segment %s starts at batch %d, want %d", ErrCorrupt, name, first, r.next)
 		}
-		if err := r.segment(filepath.Join(l.dir, name), i == len(live)-1); err != nil {
+		if end, size, err = r.segment(filepath.Join(l.dir, name), i == len(live)-1); err != nil {
 			return err
 		}
 	}
@@ -106,19 +109,18 @@ func (l *Log) Replay(snapshot func(r io.Reader) error, record func(payload []byt
 		if err != nil {
 			return err
 		}
-		l.f, l.segSize = f, 0
+		l.f, l.segSize, l.fileSize = f, 0, 0
 		segs = append(segs, last+1)
 	} else {
-		f, err := os.OpenFile(filepath.Join(l.dir, segName(live[len(live)-1])), os.O_WRONLY|os.O_APPEND, 0)
+		// Continue at the logical end, before the zero-filled tail if
+		// there is one. The first sync is a full fsync: a crash between
+		// an extension of the file and its fsync leaves a size that may
+		// not be durable.
+		f, err := os.OpenFile(filepath.Join(l.dir, segName(live[len(live)-1])), os.O_WRONLY, 0)
 		if err != nil {
 			return fmt.Errorf("wal: %w", err)
 		}
-		fi, err := f.Stat()
-		if err != nil {
-			_ = f.Close()
-			return fmt.Errorf("wal: %w", err)
-		}
-		l.f, l.segSize = f, fi.Size()
+		l.f, l.segSize, l.fileSize, l.sizeDirty = f, end, size, true
 	}
 	l.segs = segs // written before the writer starts
 	l.snapSeq = snapSeq
@@ -170,23 +172,26 @@ type replayer struct {
 	payloads [][]byte
 }
 
-// segment replays the segment at path. In the last segment a bad frame with
-// no valid frame after it is a torn tail and is truncated away.
-func (r *replayer) segment(path string, last bool) error {
+// segment replays the segment at path and returns its logical end (the
+// offset after its last frame) and its size. A segment whose frames are
+// followed by zeros only ends there: the writer keeps a zero-filled tail
+// ahead of itself. In the last segment a bad frame followed by anything
+// else, with no valid frame after it, is a torn tail and is truncated away.
+func (r *replayer) segment(path string, last bool) (end, size int64, err error) {
 	flag := os.O_RDONLY
 	if last {
 		flag = os.O_RDWR
 	}
 	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
-		return fmt.Errorf("wal: %w", err)
+		return 0, 0, fmt.Errorf("wal: %w", err)
 	}
 	defer func() { _ = f.Close() }()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("wal: %w", err)
+		return 0, 0, fmt.Errorf("wal: %w", err)
 	}
-	size := fi.Size()
+	size = fi.Size()
 	br := bufio.NewReaderSize(f, int(min(max(size, 16), 1<<20)))
 
 	var off int64 // of the frame being read
@@ -198,7 +203,7 @@ func (r *replayer) segment(path string, last bool) error {
 			break
 		}
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			return fmt.Errorf("wal: reading %s: %w", path, err)
+			return 0, 0, fmt.Errorf("wal: reading %s: %w", path, err)
 		}
 		h, err := parseHeader(hdr[:])
 		if err != nil {
@@ -211,7 +216,7 @@ func (r *replayer) segment(path string, last bool) error {
 		}
 		r.body = slices.Grow(r.body[:0], int(h.length))[:h.length]
 		if _, err := io.ReadFull(br, r.body); err != nil {
-			return fmt.Errorf("wal: reading %s: %w", path, err)
+			return 0, 0, fmt.Errorf("wal: reading %s: %w", path, err)
 		}
 		if crc32.Checksum(r.body, castagnoli) != h.crc {
 			reason = "checksum mismatch"
@@ -224,12 +229,12 @@ func (r *replayer) segment(path string, last bool) error {
 			break
 		}
 		if seq != r.next {
-			return fmt.Errorf("%w: %s at offset %d: batch %d, want %d", ErrCorrupt, path, off, seq, r.next)
+			return 0, 0, fmt.Errorf("%w: %s at offset %d: batch %d, want %d", ErrCorrupt, path, off, seq, r.next)
 		}
 		if seq > r.snapSeq {
 			for _, p := range payloads {
 				if err := r.record(p); err != nil {
-					return fmt.Errorf("wal: replaying batch %d: %w", seq, err)
+					return 0, 0, fmt.Errorf("wal: replaying batch %d: %w", seq, err)
 				}
 			}
 			r.batches++
@@ -238,33 +243,54 @@ func (r *replayer) segment(path string, last bool) error {
 		off += prefixSize + int64(h.length)
 	}
 	if reason == "" {
-		return nil
+		return size, size, nil
+	}
+	if zero, err := zeroFrom(f, off, size); err != nil {
+		return 0, 0, fmt.Errorf("wal: reading %s: %w", path, err)
+	} else if zero {
+		return off, size, nil // the zero-filled tail
 	}
 	if !last {
-		return fmt.Errorf("%w: %s at offset %d: %s (not the last segment)", ErrCorrupt, path, off, reason)
+		return 0, 0, fmt.Errorf("%w: %s at offset %d: %s (not the last segment)", ErrCorrupt, path, off, reason)
 	}
 	at, seq, err := findFrame(f, off, size, r.next-1)
 	if err != nil {
-		return fmt.Errorf("wal: reading %s: %w", path, err)
+		return 0, 0, fmt.Errorf("wal: reading %s: %w", path, err)
 	}
 	if at >= 0 {
-		return fmt.Errorf("%w: %s at offset %d: %s, but a valid frame of batch %d follows at offset %d", ErrCorrupt, path, off, reason, seq, at)
+		return 0, 0, fmt.Errorf("%w: %s at offset %d: %s, but a valid frame of batch %d follows at offset %d", ErrCorrupt, path, off, reason, seq, at)
 	}
 	if r.next <= r.acked && !r.log.recover {
 		// Not a torn write: the batch at off was acknowledged. Leave the
 		// file as it is for the operator.
-		return fmt.Errorf("%w: %s at offset %d: %s, but batches %d-%d were acknowledged (%s): the file was cut after they were written. "+
+		return 0, 0, fmt.Errorf("%w: %s at offset %d: %s, but batches %d-%d were acknowledged (%s): the file was cut after they were written. "+
 			"Restore it from a backup, or start with --recover-truncated to accept the loss",
 			ErrTruncated, path, off, reason, r.next, r.acked, ackName)
 	}
 	if err := f.Truncate(off); err != nil {
-		return fmt.Errorf("wal: truncating torn tail of %s: %w", path, err)
+		return 0, 0, fmt.Errorf("wal: truncating torn tail of %s: %w", path, err)
 	}
 	if err := r.log.fsync(f); err != nil {
-		return fmt.Errorf("wal: truncating torn tail of %s: %w", path, err)
+		return 0, 0, fmt.Errorf("wal: truncating torn tail of %s: %w", path, err)
 	}
 	r.log.log.Warn("wal: dropped torn tail of the last segment", "file", path, "offset", off, "reason", reason, "dropped_bytes", size-off)
-	return nil
+	return off, off, nil
+}
+
+// zeroFrom reports whether the bytes of f from off to size are all zero.
+func zeroFrom(f *os.File, off, size int64) (bool, error) {
+	buf := make([]byte, min(size-off, int64(len(zeros))))
+	for off < size {
+		b := buf[:min(size-off, int64(len(buf)))]
+		if _, err := f.ReadAt(b, off); err != nil {
+			return false, err
+		}
+		if !bytes.Equal(b, zeros[:len(b)]) {
+			return false, nil
+		}
+		off += int64(len(b))
+	}
+	return true, nil
 }
 
 // findFrame looks in f, after offset off, for a valid frame of a batch after

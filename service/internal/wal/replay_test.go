@@ -217,7 +217,11 @@ func TestCorruption(t *testing.T) {
 			binary.LittleEndian.PutUint32(b[lastFrame.off+1:], uint32(lastFrame.end-lastFrame.off-9-1))
 			return b
 		}},
-		{"zeroed tail", len(segs) - 1, func(b []byte) []byte { clear(b[lastFrame.off:]); return b }},
+		{"last frame zeroed after its header", len(segs) - 1, func(b []byte) []byte { clear(b[lastFrame.off+prefixSize:]); return b }},
+		{"last frame torn, then zeros", len(segs) - 1, func(b []byte) []byte {
+			clear(b[lastFrame.off+prefixSize+4:])
+			return append(b, make([]byte, 3000)...)
+		}},
 		{"garbage appended", len(segs) - 1, func(b []byte) []byte { return append(b, 0xA7, 1, 2, 3) }},
 	}
 	for _, tc := range tail {
@@ -255,7 +259,7 @@ func TestCorruption(t *testing.T) {
 		{"first frame of the last segment", len(segs) - 1, flip(lastSeg[0].off + 20)},
 		{"last payload of the first segment", 0, flip(firstSeg[len(firstSeg)-1].end - 1)},
 		{"torn first segment", 0, func(b []byte) []byte { return b[:len(b)-1] }},
-		{"first segment padded", 0, func(b []byte) []byte { return append(b, 0) }},
+		{"first segment padded with garbage", 0, func(b []byte) []byte { return append(b, 0, 0, 1, 0) }},
 		{"first payload of the first segment", 0, flip(firstSeg[0].end - 1)},
 	}
 	for _, tc := range fatal {

@@ -32,6 +32,20 @@ var (
 // is 0.
 const DefaultSegmentBytes = 64 << 20
 
+// zeroChunk is the granularity of the zero-filled space kept ahead of the
+// writer in the active segment: when a group commit's frames would go past
+// the end of the file, the file is first extended with zeros to the next
+// multiple of zeroChunk (but not past Options.SegmentBytes, or past the
+// group's end if that is further), and that commit pays one full fsync.
+// The commits that follow write into space that is already allocated and
+// written, and use fdatasync, which commits no metadata. 4 MiB is about
+// 30,000 commits of one small batch; the extending commit writes 4 MiB of
+// zeros to the page cache and flushes them with its fsync.
+const zeroChunk = 4 << 20
+
+// zeros is what the active segment is extended with.
+var zeros [64 << 10]byte
+
 // Options configure a Log.
 type Options struct {
 	// Logger receives warnings about torn tails, skipped snapshots and
@@ -47,12 +61,14 @@ type Options struct {
 	// last acknowledged batch (ErrTruncated otherwise): it logs the lost
 	// range and goes on from what is left.
 	RecoverTruncated bool
-	// SyncFile, when set, replaces (*os.File).Sync for the fsyncs of
-	// segment files: fault injection (a slow or failing fsync) in tests.
+	// SyncFile, when set, replaces every fsync and fdatasync of a segment
+	// file (and the fsyncs of the other files): fault injection (a slow or
+	// failing fsync) in tests.
 	SyncFile func(*os.File) error
 	// OnFsync, when set, is called by the writer with the duration of
-	// each successful fsync of a segment file (none with NoSync): the
-	// latency a group commit waits for. It must return quickly.
+	// each successful fsync or fdatasync of a segment file (none with
+	// NoSync): the latency a group commit waits for. It must return
+	// quickly.
 	OnFsync func(time.Duration)
 	// OnCommit, when set, is called by the writer after each successful
 	// group commit with the payloads (records) of its batches and the
@@ -70,7 +86,8 @@ type Log struct {
 	segBytes int64
 	recover  bool // Options.RecoverTruncated
 	lock     *os.File
-	syncFile func(*os.File) error     // f.Sync; replaced by tests to inject failures
+	syncFile func(*os.File) error     // full fsync: f.Sync, or Options.SyncFile; replaced by tests
+	syncData func(*os.File) error     // fdatasync of a segment, or Options.SyncFile; replaced by tests
 	onFsync  func(time.Duration)      // Options.OnFsync
 	onCommit func(records, bytes int) // Options.OnCommit
 
@@ -93,9 +110,11 @@ type Log struct {
 	stopped chan struct{} // closed when the writer has returned
 
 	// Owned by the writer goroutine (by Replay before it starts).
-	f         *os.File // the active (last) segment, open for appending
+	f         *os.File // the active (last) segment, open for writing at segSize
 	ack       *acker   // the ACKED file
-	segSize   int64
+	segSize   int64    // the logical end of f: where the next frame goes
+	fileSize  int64    // the size of f: zeros from segSize to here
+	sizeDirty bool     // f's size may not be durable: the next sync must be a full fsync
 	spareBuf  []byte
 	spareEnds []int
 
@@ -127,8 +146,9 @@ func Open(dir string, opts Options) (*Log, error) {
 	if l.log == nil {
 		l.log = slog.Default()
 	}
+	l.syncData = opts.SyncFile
 	if l.syncFile == nil {
-		l.syncFile = (*os.File).Sync
+		l.syncFile, l.syncData = (*os.File).Sync, fdatasync
 	}
 	if l.segBytes <= 0 {
 		l.segBytes = DefaultSegmentBytes
@@ -309,8 +329,8 @@ func (l *Log) Seq() uint64 {
 type Stats struct {
 	Batches uint64 // batches written
 	Commits uint64 // group commits: turns of the writer that wrote batches
-	Fsyncs  uint64 // fsyncs of segment files (0 with NoSync)
-	Bytes   uint64 // bytes written to segment files
+	Fsyncs  uint64 // fsyncs and fdatasyncs of segment files (0 with NoSync)
+	Bytes   uint64 // frame bytes written to segment files (not the zeros ahead of them)
 }
 
 // Stats returns the writer's counters.
@@ -324,8 +344,9 @@ func (l *Log) Stats() Stats {
 }
 
 // Close waits for a Snapshot in progress, writes and fsyncs every batch
-// enqueued so far, stops the writer and releases the directory lock. It returns the error that failed the Log, if
-// any. Enqueue after Close fails with ErrClosed.
+// enqueued so far, stops the writer, cuts the zero-filled tail off the
+// active segment and releases the directory lock. It returns the error
+// that failed the Log, if any. Enqueue after Close fails with ErrClosed.
 func (l *Log) Close() error {
 	l.snapMu.Lock()
 	defer l.snapMu.Unlock()
@@ -345,6 +366,14 @@ func (l *Log) Close() error {
 		l.mu.Lock()
 		err = l.err
 		l.mu.Unlock()
+		if err == nil && l.fileSize > l.segSize {
+			// A cleanly closed segment ends with its last frame, as a
+			// finished one does. Not fsynced: if the cut is lost, the
+			// zero-filled tail is back, and Replay reads it as the end.
+			if terr := l.f.Truncate(l.segSize); terr != nil {
+				err = fmt.Errorf("wal: cutting the zero-filled tail of %s: %w", l.f.Name(), terr)
+			}
+		}
 		if cerr := l.f.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("wal: %w", cerr)
 		}
@@ -416,7 +445,8 @@ func (l *Log) run() {
 }
 
 // commit writes the frames of g to the active segment, rolling to a new
-// segment before a batch that does not fit, and fsyncs.
+// segment before a batch that does not fit, and syncs it: with fdatasync,
+// or with a full fsync when the file's size changed.
 func (l *Log) commit(g *group) error {
 	start, prev := 0, 0 // g.buf[start:prev] is accepted but not yet written
 	for i, end := range g.ends {
@@ -446,41 +476,88 @@ func (l *Log) commit(g *group) error {
 	return nil
 }
 
+// write writes frames b at the logical end of the active segment, first
+// extending the file's zero-filled tail when b does not fit in it.
 func (l *Log) write(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	n, err := l.f.Write(b)
+	end := l.segSize + int64(len(b))
+	if end > l.fileSize {
+		if err := l.extend(end); err != nil {
+			return err
+		}
+	}
+	n, err := l.f.WriteAt(b, l.segSize)
 	l.segSize += int64(n)
 	l.stats.bytes.Add(uint64(n))
 	return err
 }
 
-// syncSegment fsyncs the active segment and reports the time it took to
-// Options.OnFsync.
+// extend writes zeros from the end of the active segment up to need
+// rounded up to a multiple of zeroChunk, but not past Options.SegmentBytes
+// unless need is past it: real zeros, not fallocate(2), whose unwritten
+// extents would cost a metadata commit on their first write. The next
+// sync is a full fsync.
+func (l *Log) extend(need int64) error {
+	target := max(need, min((need+zeroChunk-1)/zeroChunk*zeroChunk, l.segBytes))
+	l.sizeDirty = true
+	for l.fileSize < target {
+		n, err := l.f.WriteAt(zeros[:min(int64(len(zeros)), target-l.fileSize)], l.fileSize)
+		l.fileSize += int64(n)
+		if err != nil {
+			return fmt.Errorf("zero-filling %s: %w", l.f.Name(), err)
+		}
+	}
+	return nil
+}
+
+// syncSegment syncs the active segment, with a full fsync when its size
+// may not be durable and with fdatasync otherwise, and reports the time it
+// took to Options.OnFsync.
 func (l *Log) syncSegment() error {
+	sync := l.syncData
+	if l.sizeDirty {
+		sync = l.syncFile
+	}
 	if l.onFsync == nil || l.noSync {
-		return l.fsync(l.f)
+		if err := l.sync(l.f, sync); err != nil {
+			return err
+		}
+		l.sizeDirty = false
+		return nil
 	}
 	start := time.Now()
-	if err := l.fsync(l.f); err != nil {
+	if err := l.sync(l.f, sync); err != nil {
 		return err
 	}
+	l.sizeDirty = false
 	l.onFsync(time.Since(start))
 	return nil
 }
 
-func (l *Log) fsync(f *os.File) error {
+// fsync makes f, its data and metadata, durable.
+func (l *Log) fsync(f *os.File) error { return l.sync(f, l.syncFile) }
+
+// sync syncs f with fn, unless NoSync, and counts it.
+func (l *Log) sync(f *os.File, fn func(*os.File) error) error {
 	if l.noSync {
 		return nil
 	}
 	l.stats.fsyncs.Add(1)
-	return l.syncFile(f)
+	return fn(f)
 }
 
-// roll fsyncs and closes the active segment and makes a new, empty segment,
-// for the batches from first on, the active one.
+// roll cuts the zero-filled tail off the active segment, fsyncs and closes
+// it, and makes a new, empty segment, for the batches from first on, the
+// active one.
 func (l *Log) roll(first uint64) error {
+	if l.fileSize > l.segSize {
+		if err := l.f.Truncate(l.segSize); err != nil {
+			return fmt.Errorf("cutting the zero-filled tail of %s: %w", l.f.Name(), err)
+		}
+		l.fileSize, l.sizeDirty = l.segSize, true
+	}
 	if err := l.syncSegment(); err != nil {
 		return err
 	}
@@ -491,7 +568,7 @@ func (l *Log) roll(first uint64) error {
 	if err != nil {
 		return err
 	}
-	l.f, l.segSize = f, 0
+	l.f, l.segSize, l.fileSize, l.sizeDirty = f, 0, 0, false
 	l.segMu.Lock()
 	l.segs = append(l.segs, first)
 	l.segMu.Unlock()
@@ -499,9 +576,9 @@ func (l *Log) roll(first uint64) error {
 }
 
 // createSegment creates the empty segment file for the batches from first
-// on, durably, and returns it open for appending.
+// on, durably, and returns it open for writing.
 func (l *Log) createSegment(first uint64) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(l.dir, segName(first)), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o640)
+	f, err := os.OpenFile(filepath.Join(l.dir, segName(first)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}

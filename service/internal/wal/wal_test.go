@@ -191,16 +191,19 @@ func TestGroupCommit(t *testing.T) {
 	// quicker than 100 µs is padded to that: on a disk almost none is.
 	const floor = 100 * time.Microsecond
 	var padded atomic.Int64
-	l.mu.Lock()
-	l.syncFile = func(f *os.File) error {
-		start := time.Now()
-		err := f.Sync()
-		if d := time.Since(start); d < floor {
-			padded.Add(1)
-			time.Sleep(floor - d)
+	pad := func(sync func(*os.File) error) func(*os.File) error {
+		return func(f *os.File) error {
+			start := time.Now()
+			err := sync(f)
+			if d := time.Since(start); d < floor {
+				padded.Add(1)
+				time.Sleep(floor - d)
+			}
+			return err
 		}
-		return err
 	}
+	l.mu.Lock()
+	l.syncFile, l.syncData = pad(l.syncFile), pad(l.syncData)
 	l.mu.Unlock()
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
@@ -364,6 +367,7 @@ func TestFailClosed(t *testing.T) {
 	fail := errors.New("injected fsync failure")
 	l.mu.Lock()
 	l.syncFile = func(*os.File) error { return fail }
+	l.syncData = l.syncFile
 	l.mu.Unlock()
 
 	if err := l.Enqueue([]byte("lost")).Wait(); !errors.Is(err, fail) {
