@@ -28,6 +28,12 @@ const (
 // so that kills land in rollovers and compactions too.
 var crashOptions = Options{SegmentBytes: 4096}
 
+// crashChunk is the zero-fill chunk of the helper in odd rounds of
+// TestCrash: several extensions of the zero-filled tail per segment, so
+// that kills land in them too (in even rounds the first commit of a
+// segment extends it to SegmentBytes at once).
+const crashChunk = 1000
+
 // TestHelperWriter is the process TestCrash kills: it replays the log, then
 // enqueues batches from several goroutines and snapshots now and then until
 // it is killed, printing "seq name" for every acknowledged batch.
@@ -48,6 +54,9 @@ func TestHelperWriter(t *testing.T) {
 	l, err := Open(dir, opts)
 	if err != nil {
 		fail(err)
+	}
+	if n, _ := strconv.Atoi(round); n%2 == 1 {
+		l.chunk = crashChunk
 	}
 	r, err := replay(l)
 	if err != nil {
@@ -214,6 +223,11 @@ func TestCrash(t *testing.T) {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		l.Close()
+		for _, s := range segments(t, dir) {
+			if end, _ := layout(t, s); sizeOf(t, s) != int64(end) {
+				t.Fatalf("round %d: after a roll or Close %s is %d bytes, its frames %d", round, s, sizeOf(t, s), end)
+			}
+		}
 		batches, err := crashBatches(r)
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)

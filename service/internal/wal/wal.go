@@ -84,7 +84,8 @@ type Log struct {
 	log      *slog.Logger
 	noSync   bool
 	segBytes int64
-	recover  bool // Options.RecoverTruncated
+	chunk    int64 // zeroChunk; smaller in tests
+	recover  bool  // Options.RecoverTruncated
 	lock     *os.File
 	syncFile func(*os.File) error     // full fsync: f.Sync, or Options.SyncFile; replaced by tests
 	syncData func(*os.File) error     // fdatasync of a segment, or Options.SyncFile; replaced by tests
@@ -136,6 +137,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		log:      opts.Logger,
 		noSync:   opts.NoSync,
 		segBytes: opts.SegmentBytes,
+		chunk:    zeroChunk,
 		recover:  opts.RecoverTruncated,
 		syncFile: opts.SyncFile,
 		onFsync:  opts.OnFsync,
@@ -500,7 +502,7 @@ func (l *Log) write(b []byte) error {
 // extents would cost a metadata commit on their first write. The next
 // sync is a full fsync.
 func (l *Log) extend(need int64) error {
-	target := max(need, min((need+zeroChunk-1)/zeroChunk*zeroChunk, l.segBytes))
+	target := max(need, min((need+l.chunk-1)/l.chunk*l.chunk, l.segBytes))
 	l.sizeDirty = true
 	for l.fileSize < target {
 		n, err := l.f.WriteAt(zeros[:min(int64(len(zeros)), target-l.fileSize)], l.fileSize)
