@@ -12,8 +12,9 @@
 //
 // Each Enqueue call is one batch, numbered by a sequence number that starts
 // at 1 and grows by one per batch. A single writer goroutine writes every
-// batch queued so far with one write and one fsync (group commit), so
-// concurrent callers of Wait share fsyncs. Woken by a batch, it first lets
+// batch queued so far with one write and one fsync (group commit; see
+// Segments for when it is an fdatasync), so concurrent callers of Wait
+// share fsyncs. Woken by a batch, it first lets
 // the goroutines that are ready to run go ahead, so that those about to
 // enqueue join the group (47 instead of 32 batches per fsync with 64
 // writers, and 10-20% more durable allocations per second through
@@ -27,9 +28,9 @@
 // compares the last enqueued and the last durable sequence numbers, two
 // atomic loads: a reader pays nothing when no batch is pending.
 //
-// Options.OnFsync and Options.OnCommit report the latency of each fsync of
-// a segment and the records and bytes of each group commit, for the
-// caller's metrics; the package itself exports none.
+// Options.OnFsync and Options.OnCommit report the latency of each fsync or
+// fdatasync of a segment and the records and (frame) bytes of each group
+// commit, for the caller's metrics; the package itself exports none.
 //
 // # Files
 //
@@ -58,6 +59,30 @@
 // that would take the current one past Options.SegmentBytes; a batch larger
 // than that fills a segment on its own. The new file's directory entry is
 // fsynced before any batch is written to it.
+//
+// The active segment is kept zero-filled ahead of the writer, so that a
+// group commit does not grow the file: when a group's frames would go past
+// the end of the file, the writer first extends it by writing zeros (real
+// zero bytes, not fallocate(2): unwritten extents cost a metadata commit
+// on their first write) up to the end of the frames rounded up to a
+// multiple of 1 MiB, but not past Options.SegmentBytes unless the frames
+// are, and then writes the frames at the end of the previous ones. The
+// commit that changed the file's size (an extension, the first commit after
+// Replay, a roll) syncs with a full fsync; every other commit writes into
+// space that is already allocated and written and syncs with fdatasync
+// (on Linux; fsync elsewhere), which commits no metadata to the file
+// system's journal (measured on ext4 for a small frame: 0.18-0.20 instead
+// of 0.22-0.30 ms at the median, 0.32-0.40 instead of 0.53-1.0 ms at the
+// 99th percentile). Options.SyncFile replaces both kinds.
+//
+// A segment's logical end is the end of its last frame when only zero bytes
+// follow it (or nothing). Before a roll the writer truncates the finished
+// segment to its logical end and then fsyncs it, and Close truncates the
+// active one (without an fsync), so only the active segment of a running or
+// killed log has a zero-filled tail. Segments without one, as a cleanly
+// closed log and every version before the zero-filled tail leave them, are
+// read and appended to in the same way: the tail is added by the first
+// extension.
 //
 // # Snapshots
 //
@@ -98,13 +123,19 @@
 // batch, a gap between batches, or a log that starts after the snapshot is
 // an error wrapping ErrCorrupt.
 //
-// A frame that fails its checks (short header, bad magic, bad length, length
-// past the end of the file, checksum mismatch, malformed body) is a torn
-// write when it lies in the last segment and no valid frame with a higher
-// sequence number follows it: the segment is truncated at the frame's offset
-// and one warning is logged with the offset and the reason. Anywhere else it
-// is corruption: Replay fails with an error wrapping ErrCorrupt that names
-// the file and offset, and leaves the files as they are.
+// A segment ends at its logical end: a frame that fails its checks with
+// only zero bytes from its offset to the end of the file is the zero-filled
+// tail, in any segment (a roll's truncation may have been lost with a
+// crash), and Replay leaves it as it is, without a word; the writer
+// continues at that offset. Any other frame that fails its checks (short
+// header, bad magic, bad length, length past the end of the file, checksum
+// mismatch, malformed body) is a torn write when it lies in the last
+// segment and no valid frame with a higher sequence number follows it: the
+// segment is truncated at the frame's offset (the writer zero-fills it
+// again), and one warning is logged with the offset and the reason.
+// Anywhere else it is corruption: Replay fails with an error wrapping
+// ErrCorrupt that names the file and offset, and leaves the files as they
+// are.
 //
 // A torn write is of a batch that was never acknowledged. When the log
 // (after the snapshot) ends before the batch ACKED names — a segment cut

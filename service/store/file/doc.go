@@ -43,6 +43,11 @@
 //	00000000000000000001.wal              log segments: CRC-32C framed batches, one per mutation
 //	snap-00000000000000000042.snap        the newest snapshot: the state after batch 42
 //
+// The active segment of a running (or killed) store ends with zeros ahead
+// of its last batch, so that most group commits need only an fdatasync;
+// finished segments, and the active one after Close, end with their last
+// batch (see the wal package's Segments).
+//
 // Each batch holds the records of one mutation (one Allocate, one Sync, ...)
 // and each of its payloads is one ipam.Record in the binary encoding of
 // package record (version byte 1, op, key, then the object's present fields under a

@@ -30,11 +30,12 @@ type Options struct {
 	// the last acknowledged change, logging the lost range, instead of
 	// refusing to open (see wal.ErrTruncated).
 	RecoverTruncated bool
-	// SyncFile, when set, replaces (*os.File).Sync for the fsyncs of the
-	// log's segments: fault injection (a slow or failing fsync) in tests.
+	// SyncFile, when set, replaces (*os.File).Sync for the fsyncs (and
+	// fdatasyncs) of the log's segments: fault injection (a slow or
+	// failing fsync) in tests.
 	SyncFile func(*os.File) error
-	// OnFsync, when set, receives the duration of each fsync of the log's
-	// segments (none with NoSync): a hook for metrics, called by the log's
+	// OnFsync, when set, receives the duration of each fsync or fdatasync
+	// of the log's segments (none with NoSync): a hook for metrics, called by the log's
 	// writer, that must return quickly.
 	OnFsync func(time.Duration)
 	// OnCommit, when set, receives the records and bytes of each group
