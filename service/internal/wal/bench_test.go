@@ -48,7 +48,9 @@ func benchEnqueueWait(b *testing.B, opts Options) {
 // reports the median, 99th percentile and maximum latency of one Enqueue
 // and Wait, a group commit of one batch: the durable part of the latency
 // of a single caller's change. Run with -benchtime 3000x or more for a
-// meaningful p99.
+// meaningful p99. On ext4 on a 2-core VM, 3000x: p50 128-140 µs and p99
+// 203-241 µs appending to the file with fsync; p50 91-100 µs and p99
+// 140-152 µs writing into the zero-filled tail with fdatasync.
 func BenchmarkEnqueueWait(b *testing.B) {
 	l, _ := open(b, b.TempDir(), Options{})
 	b.ReportAllocs()
