@@ -461,7 +461,7 @@ func (l *Log) commit(g *group) error {
 	for i, end := range g.ends {
 		pending := int64(prev - start)
 		if l.segSize+pending > 0 && l.segSize+int64(end-start) > l.segBytes {
-			if err := l.write(g.buf[start:prev]); err != nil {
+			if err := l.write(g.buf[start:prev], true); err != nil {
 				return err
 			}
 			if err := l.roll(g.first + uint64(i)); err != nil {
@@ -471,7 +471,7 @@ func (l *Log) commit(g *group) error {
 		}
 		prev = end
 	}
-	if err := l.write(g.buf[start:prev]); err != nil {
+	if err := l.write(g.buf[start:prev], false); err != nil {
 		return err
 	}
 	if err := l.syncSegment(); err != nil {
@@ -486,19 +486,24 @@ func (l *Log) commit(g *group) error {
 }
 
 // write writes frames b at the logical end of the active segment, first
-// extending the file's zero-filled tail when b does not fit in it.
-func (l *Log) write(b []byte) error {
+// extending the file's zero-filled tail when b does not fit in it; when
+// the segment is finished after b (a roll follows), b just grows the file,
+// since the roll would cut the zeros off again.
+func (l *Log) write(b []byte, finished bool) error {
 	if len(b) == 0 {
 		return nil
 	}
 	end := l.segSize + int64(len(b))
 	if end > l.fileSize {
-		if err := l.extend(end); err != nil {
+		if finished {
+			l.sizeDirty = true
+		} else if err := l.extend(end); err != nil {
 			return err
 		}
 	}
 	n, err := l.f.WriteAt(b, l.segSize)
 	l.segSize += int64(n)
+	l.fileSize = max(l.fileSize, l.segSize)
 	l.stats.bytes.Add(uint64(n))
 	return err
 }

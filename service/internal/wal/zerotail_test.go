@@ -260,7 +260,8 @@ func TestTornFrameInZeroTail(t *testing.T) {
 }
 
 // TestRollCutsZeroTail: a roll leaves the finished segment ending with its
-// last frame, while the active one has a zero tail. A finished segment
+// last frame, while the active one has a zero tail; in a group that spans
+// segments too. A finished segment
 // with a zero tail anyway (a crash between the cut and its fsync) replays;
 // one with a torn frame before its zeros is corruption.
 func TestRollCutsZeroTail(t *testing.T) {
@@ -268,9 +269,10 @@ func TestRollCutsZeroTail(t *testing.T) {
 	opts := Options{SegmentBytes: limit}
 	dir := t.TempDir()
 	l, _ := open(t, dir, opts)
-	n := 0
-	for ; len(segments(t, dir)) < 4; n++ {
-		write(t, l, n, n+1)
+	write(t, l, 0, 40) // groups that span segments, and a batch larger than one
+	n := 40
+	for first := len(segments(t, dir)); len(segments(t, dir)) < first+2; n++ {
+		write(t, l, n, n+1) // one batch per group
 	}
 	segs := segments(t, dir)
 	for i, s := range segs {
