@@ -11,7 +11,8 @@ import (
 
 // TestTruncationDetected: acknowledged batches that disappear from the
 // log after the fact (a file cut at a frame boundary or inside a record,
-// a deleted segment) stop Replay with ErrTruncated naming what is
+// frames turned into zeros with the file's size kept, as a lost write into
+// the zero-filled tail would leave them, a deleted segment) stop Replay with ErrTruncated naming what is
 // missing, and leave the files as they are; RecoverTruncated accepts the
 // loss, logs the lost range once, and the next open is clean.
 func TestTruncationDetected(t *testing.T) {
@@ -38,6 +39,9 @@ func TestTruncationDetected(t *testing.T) {
 		{"last segment cut inside a middle record", func(dir string) {
 			must(t, os.Truncate(filepath.Join(dir, filepath.Base(segs[len(segs)-1])), int64(last[1].off+11)))
 		}, int(lastFirstSeq), "batches " + itoa(lastFirstSeq+1) + "-40", "the file was cut"},
+		{"last segment zeroed after its first frame", func(dir string) { // data lost, size kept
+			mutate(t, filepath.Join(dir, filepath.Base(segs[len(segs)-1])), func(b []byte) []byte { clear(b[last[1].off:]); return b })
+		}, int(lastFirstSeq), "batches " + itoa(lastFirstSeq+1) + "-40", "end at batch"},
 		{"last segment deleted", func(dir string) {
 			must(t, os.Remove(filepath.Join(dir, filepath.Base(segs[len(segs)-1]))))
 		}, int(lastFirstSeq - 1), "batches " + itoa(lastFirstSeq) + "-40", "end at batch"},
