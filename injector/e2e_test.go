@@ -206,7 +206,7 @@ func TestPorchE2E(t *testing.T) {
 	var conflicts atomic.Int32
 	var gcMu sync.Mutex
 	var lastGC time.Time // when the last garbage collection done started
-	hook := func(ctx context.Context, _ types.NamespacedName, attempt int) {
+	hook := func(ctx context.Context, _ *Injector, _ types.NamespacedName, attempt int) {
 		if !armed.CompareAndSwap(true, false) {
 			return
 		}

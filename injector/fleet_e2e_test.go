@@ -40,28 +40,43 @@ func TestPorchFleet(t *testing.T) {
 	env.addRepo(t, "fleet")
 
 	// The edited Draft: someone adds a file between the injector's read
-	// and its write, once; the write conflicts (409) and is redone.
+	// and its write, once, and the hook returns when the injector's watch
+	// has shown the edit. The injector must not write on the version it
+	// read: it reads again. Porch's own check (a 409) is not enough at this
+	// scale: Porch v1.5.8 accepts a write on a version its cache put back
+	// when a repository refresh overlapped the edit (see versionLog), and
+	// a run before the injector knew lost the edit so.
 	target := types.NamespacedName{Namespace: testNamespace, Name: "fleet." + siteName(n/3) + ".v1"}
 	var edits atomic.Int32
 	var editErr atomic.Value
-	hook := func(ctx context.Context, key types.NamespacedName, attempt int) {
+	hook := func(ctx context.Context, in *Injector, key types.NamespacedName, attempt int) {
 		if key != target || attempt != 1 || edits.Load() > 0 {
 			return
 		}
 		// In the injector's worker: no t.Fatal here.
+		var answer string
 		err := x.retryConflict(func() error {
 			var prr porchv1alpha1.PackageRevisionResources
 			if err := env.k8s.Get(x.ctx, x.key(key.Name), &prr); err != nil {
 				return err
 			}
 			prr.Spec.Resources["edited.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: edited\ndata:\n  by: someone-else\n"
-			return env.k8s.Update(x.ctx, &prr)
+			if err := env.k8s.Update(x.ctx, &prr); err != nil {
+				return err
+			}
+			answer = prr.ResourceVersion
+			return nil
 		})
 		if err != nil {
 			editErr.Store(err)
 			return
 		}
 		edits.Add(1)
+		deadline := time.Now().Add(30 * time.Second)
+		for !in.versions.shown(key, answer) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Logf("edited %s (version %s); the injector's watch showed it: %v", key.Name, answer, in.versions.shown(key, answer))
 	}
 	cfg := Config{Server: srv.Addr, GCInterval: 500 * time.Millisecond, ResyncInterval: time.Hour, beforeWrite: hook}
 	stop := startInjector(t, env, cfg, "injector-1.log")

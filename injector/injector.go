@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	porchv1alpha1 "github.com/nephio-project/porch/api/porch/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,10 @@ const (
 	EventAllocated = "IPAllocated"
 	// EventFailed: allocation failed; the message says why.
 	EventFailed = "IPAllocationFailed"
+	// EventOverwritten: Porch accepted a write of the injector on a
+	// version that someone else's write had already replaced (see
+	// versionLog); the message names the versions that write replaced.
+	EventOverwritten = "IPAllocationOverwroteEdit"
 )
 
 // Injector allocates the IPAM resources of Porch Draft PackageRevisions.
@@ -68,10 +73,14 @@ type Injector struct {
 	Namespace string
 	// Recorder records Events on PackageRevisions; nil records none.
 	Recorder recorder.EventRecorder
+	// Log receives what the injector finds outside a reconcile (an edit
+	// that Porch let a write of the injector replace); the zero Logger
+	// discards it.
+	Log logr.Logger
 
 	// beforeWrite, when set (tests), runs between reading a revision and
 	// writing it back.
-	beforeWrite func(ctx context.Context, key types.NamespacedName, attempt int)
+	beforeWrite func(ctx context.Context, in *Injector, key types.NamespacedName, attempt int)
 
 	// gcDue is set when a garbage collection is due (a deletion was seen).
 	gcDue atomic.Bool
@@ -88,6 +97,8 @@ type Injector struct {
 	done     map[types.NamespacedName]draftState // Draft -> what was found at the resourceVersion last processed
 	suspects map[string]time.Time                // owners without a revision at the last collection: since when
 	listed   map[types.NamespacedName]bool       // Drafts the resync's list showed at a version not processed, or to verify
+
+	versions versionLog
 }
 
 // draftState is what the injector found of a Draft at the resourceVersion
@@ -188,6 +199,7 @@ func (in *Injector) processed(key types.NamespacedName, version string, ipam boo
 // forget drops what is remembered of a revision that is gone or no longer
 // a Draft.
 func (in *Injector) forget(key types.NamespacedName) {
+	in.versions.forget(key)
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	delete(in.done, key)
@@ -197,6 +209,7 @@ func (in *Injector) forget(key types.NamespacedName) {
 
 // forgetAllBut drops what is remembered of revisions not in live.
 func (in *Injector) forgetAllBut(live map[types.NamespacedName]bool) {
+	in.versions.forgetAllBut(live)
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for key := range in.done {
@@ -210,6 +223,22 @@ func (in *Injector) forgetAllBut(live map[types.NamespacedName]bool) {
 			delete(in.warned, name)
 		}
 	}
+}
+
+// watched is told of a version of a Draft that the watch showed. When it
+// is the answer to a write of the injector that replaced versions it never
+// read, it records a Warning Event and logs them.
+func (in *Injector) watched(pr *unstructured.Unstructured) {
+	key := types.NamespacedName{Namespace: pr.GetNamespace(), Name: pr.GetName()}
+	lost := in.versions.observe(key, pr.GetResourceVersion())
+	if len(lost) == 0 {
+		return
+	}
+	msg := fmt.Sprintf("Porch accepted the injector's write (version %s) on a version its cache had put back, "+
+		"replacing version(s) %s written by someone else meanwhile; what they changed is in the history of the Draft's branch",
+		pr.GetResourceVersion(), strings.Join(lost, ", "))
+	in.Log.Info("a concurrent edit was overwritten", "revision", key.String(), "message", msg)
+	in.event(pr, corev1.EventTypeWarning, EventOverwritten, msg)
 }
 
 // active is told of an event that passes.
@@ -306,6 +335,10 @@ func (in *Injector) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			logger.V(1).Info("processed", "version", out.version, "ipam", out.ipam, "wrote", out.wrote)
 			return reconcile.Result{}, nil
 		}
+		if stale := (errStaleRead{}); errors.As(err, &stale) {
+			logger.Info("reading the revision again soon", "reason", err.Error(), "after", stale.retry)
+			return reconcile.Result{RequeueAfter: stale.retry}, nil
+		}
 		if errors.As(err, new(errStaleAnswer)) {
 			logger.Info("reading the revision again soon", "reason", err.Error())
 			return reconcile.Result{RequeueAfter: staleAnswerRetry}, nil
@@ -357,6 +390,12 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 		}
 		return outcome{}, fmt.Errorf("PackageRevision %s: read resources: %w", key, err)
 	}
+	if retry, ok := in.versions.refuse(key, prr.ResourceVersion, time.Now()); ok {
+		// Porch serves a version the watch showed replaced: its cache went
+		// back (see versionLog). Building on it would replace the newer
+		// version; Porch's next refresh brings it back.
+		return outcome{}, errStaleRead{version: prr.ResourceVersion, retry: retry}
+	}
 	files, err := parseFiles(prr.Spec.Resources)
 	if err != nil {
 		// Not parseable: nothing the injector can do until someone edits
@@ -404,13 +443,17 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 		return failed(prr.ResourceVersion, false)
 	}
 	if in.beforeWrite != nil {
-		in.beforeWrite(ctx, key, attempt)
+		in.beforeWrite(ctx, in, key, attempt)
 	}
 	out, removed := files.changedFiles()
 	if len(out)+len(removed) == 0 {
 		return failed(prr.ResourceVersion, false)
 	}
 	read := prr.ResourceVersion
+	if in.versions.superseded(key, read) {
+		// The watch showed a newer version while this one was processed.
+		return outcome{}, errConflict{fmt.Errorf("version %s was replaced while it was processed", read)}
+	}
 	maps.Copy(prr.Spec.Resources, out)
 	for _, name := range removed {
 		delete(prr.Spec.Resources, name)
@@ -433,6 +476,9 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 	} else {
 		in.event(pr, corev1.EventTypeNormal, EventAllocated, cond.Message+"; wrote "+strings.Join(slices.Sorted(maps.Keys(out)), ", "))
 	}
+	if prr.ResourceVersion != read {
+		in.versions.wrote(key, read, prr.ResourceVersion)
+	}
 	if prr.ResourceVersion == read {
 		// Porch committed the write but answered with the version it
 		// had read, and then kept serving that version: its cache missed
@@ -444,8 +490,9 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 	return failed(prr.ResourceVersion, true)
 }
 
-// staleAnswerRetry is how soon a revision whose write Porch answered with
-// the version read before it is read again.
+// staleAnswerRetry is how soon a revision is read again whose write Porch
+// answered with the version read before it, or that Porch served, the
+// first time, at a version the watch had shown replaced.
 const staleAnswerRetry = 3 * time.Second
 
 // errStaleAnswer is a write Porch answered with the resourceVersion the
@@ -454,6 +501,17 @@ type errStaleAnswer struct{ version string }
 
 func (e errStaleAnswer) Error() string {
 	return "Porch answered the write with the version read before it (" + e.version + ")"
+}
+
+// errStaleRead is a read of a revision at a version the watch had shown
+// replaced; it is read again after retry.
+type errStaleRead struct {
+	version string
+	retry   time.Duration
+}
+
+func (e errStaleRead) Error() string {
+	return "Porch serves version " + e.version + ", which the watch showed replaced (its cache went back)"
 }
 
 // summary is the message of a True condition.

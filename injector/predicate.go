@@ -4,6 +4,7 @@ import (
 	porchv1alpha1 "github.com/nephio-project/porch/api/porch/v1alpha1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
@@ -25,15 +26,31 @@ func isDraft(o any) bool {
 }
 
 // Create passes Drafts.
-func (r revisionEvents) Create(e event.CreateEvent) bool { return r.pass(isDraft(e.Object)) }
+func (r revisionEvents) Create(e event.CreateEvent) bool {
+	r.watched(nil, e.Object)
+	return r.pass(isDraft(e.Object))
+}
 
 // Update passes a Draft whose resourceVersion or lifecycle changed.
 func (r revisionEvents) Update(e event.UpdateEvent) bool {
+	r.watched(e.ObjectOld, e.ObjectNew)
 	if !isDraft(e.ObjectNew) {
 		return false
 	}
 	old, ok := e.ObjectOld.(*unstructured.Unstructured)
 	return r.pass(!ok || old.GetResourceVersion() != e.ObjectNew.GetResourceVersion() || !isDraft(old))
+}
+
+// watched tells the injector of the versions of a Draft the watch showed
+// (old, when not nil, before cur).
+func (r revisionEvents) watched(old, cur client.Object) {
+	if r.in == nil || !isDraft(cur) {
+		return
+	}
+	if old != nil && isDraft(old) {
+		r.in.watched(old.(*unstructured.Unstructured))
+	}
+	r.in.watched(cur.(*unstructured.Unstructured))
 }
 
 // pass tells the injector of activity when ok.

@@ -106,7 +106,7 @@ type Config struct {
 	SkipNameValidation bool
 
 	// beforeWrite is Injector.beforeWrite (tests).
-	beforeWrite func(ctx context.Context, key types.NamespacedName, attempt int)
+	beforeWrite func(ctx context.Context, in *Injector, key types.NamespacedName, attempt int)
 	// afterGC is called after each garbage collection with the time it
 	// started (tests wait for one that started after a deletion).
 	afterGC func(started time.Time)
@@ -184,6 +184,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Sync:        syncOpts,
 		Namespace:   cfg.Namespace,
 		Recorder:    mgr.GetEventRecorder(Name),
+		Log:         mgr.GetLogger().WithName(Name),
 		beforeWrite: cfg.beforeWrite,
 	}
 	in.gcDue.Store(true) // at start: packages deleted while it was down
