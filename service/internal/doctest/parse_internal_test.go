@@ -50,6 +50,8 @@ func TestNormalize(t *testing.T) {
 		{`go build -ldflags='-X github.com/nephio-project/ipam/service/fronts/ctl.Version=daad2ad-dirty' -o bin/`, `go build -ldflags='-X github.com/nephio-project/ipam/service/fronts/ctl.Version=<version>' -o bin/`},
 		{`go build -ldflags='-X github.com/nephio-project/ipam/service/fronts/ctl.Version=v0.3.0-1-gdaad2ad -X github.com/nephio-project/ipam/functions/ipamfn.Version=v0.3.0-1-gdaad2ad' -o bin/`, `go build -ldflags='-X github.com/nephio-project/ipam/service/fronts/ctl.Version=<version> -X github.com/nephio-project/ipam/functions/ipamfn.Version=<version>' -o bin/`},
 		{`networkinstance.ipam.nephio.org/vpc-1   True   True     2m3s`, `networkinstance.ipam.nephio.org/vpc-1   True   True     <age>`},
+		{`[PASS] "/home/me/ipam/bin/ipam-fn" in 100ms`, `[PASS] "/home/me/ipam/bin/ipam-fn" in <duration>`},
+		{`[PASS] "/home/me/ipam/bin/ipam-fn" in 0s`, `[PASS] "/home/me/ipam/bin/ipam-fn" in <duration>`},
 		{`default    pool1  vpc-1  pool  10.1.0.0/16  -  ipamctl  nephio.org/prefix-length=16`, `default    pool1  vpc-1  pool  10.1.0.0/16  -  ipamctl  nephio.org/prefix-length=16`},
 		{`10.0.0.0/8     aggregate  default/aggregate0    demo     65792/16777216  0.4%`, `10.0.0.0/8     aggregate  default/aggregate0    demo     65792/16777216  0.4%`},
 	} {

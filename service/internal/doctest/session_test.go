@@ -94,10 +94,10 @@ var normalizers = []struct {
 	{regexp.MustCompile(`"(duration|restore_duration)":"[^"]*"`), `"$1":"<duration>"`},
 	// The version make stamps into the binaries (git describe of the checkout).
 	{regexp.MustCompile(`(ctl|ipamfn)\.Version=[^' ]*`), `$1.Version=<version>`},
+	// How long kpt says a function ran (before the AGE column's, which would take " in 0s").
+	{regexp.MustCompile(`^(\[PASS\] .*) in [0-9.]+(µs|ms|s|m)$`), `$1 in <duration>`},
 	// The AGE column of kubectl's tables, its last.
 	{regexp.MustCompile(`(\s)\d+[smhd](\d+[smh])?$`), `$1<age>`},
-	// How long kpt says a function ran.
-	{regexp.MustCompile(`^(\[PASS\] .*) in [0-9.]+(µs|ms|s|m)$`), `$1 in <duration>`},
 }
 
 func normalize(lines []string) []string {
