@@ -44,8 +44,7 @@ func TestPorchFleet(t *testing.T) {
 	// has shown the edit. The injector must not write on the version it
 	// read: it reads again. Porch's own check (a 409) is not enough at this
 	// scale: Porch v1.5.8 accepts a write on a version its cache put back
-	// when a repository refresh overlapped the edit (see versionLog), and
-	// a run before the injector knew lost the edit so.
+	// when a repository refresh overlapped the edit (see versionLog).
 	target := types.NamespacedName{Namespace: testNamespace, Name: "fleet." + siteName(n/3) + ".v1"}
 	var edits atomic.Int32
 	var editErr atomic.Value
