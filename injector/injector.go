@@ -476,9 +476,6 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 	} else {
 		in.event(pr, corev1.EventTypeNormal, EventAllocated, cond.Message+"; wrote "+strings.Join(slices.Sorted(maps.Keys(out)), ", "))
 	}
-	if prr.ResourceVersion != read {
-		in.versions.wrote(key, read, prr.ResourceVersion)
-	}
 	if prr.ResourceVersion == read {
 		// Porch committed the write but answered with the version it
 		// had read, and then kept serving that version: its cache missed
@@ -487,6 +484,7 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 		// lacks the write).
 		return outcome{}, errStaleAnswer{version: read}
 	}
+	in.versions.wrote(key, read, prr.ResourceVersion)
 	return failed(prr.ResourceVersion, true)
 }
 

@@ -100,12 +100,17 @@ func (l *versionLog) observe(key types.NamespacedName, version string) (overwrit
 		}
 	}
 	if !slices.Contains(d.seen, version) {
-		d.seen = append(d.seen, version)
-		if len(d.seen) > keptVersions {
-			d.seen = slices.Delete(d.seen, 0, len(d.seen)-keptVersions)
-		}
+		d.seen = keepLast(append(d.seen, version))
 	}
 	return overwritten
+}
+
+// keepLast drops all but the last keptVersions versions of vs.
+func keepLast(vs []string) []string {
+	if len(vs) > keptVersions {
+		vs = slices.Delete(vs, 0, len(vs)-keptVersions)
+	}
+	return vs
 }
 
 // wrote records a write of the injector: Porch accepted it on read and
@@ -115,10 +120,7 @@ func (l *versionLog) wrote(key types.NamespacedName, read, answer string) {
 	defer l.mu.Unlock()
 	d := l.draft(key)
 	d.wrote = &ownWrite{read: read, answer: answer}
-	d.own = append(d.own, answer)
-	if len(d.own) > keptVersions {
-		d.own = slices.Delete(d.own, 0, len(d.own)-keptVersions)
-	}
+	d.own = keepLast(append(d.own, answer))
 }
 
 // superseded reports whether version was replaced by someone else: after
@@ -132,11 +134,14 @@ func (l *versionLog) superseded(key types.NamespacedName, version string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	d := l.drafts[key]
-	if d == nil || version == "" {
-		return false
-	}
+	return d != nil && d.superseded(version)
+}
+
+// superseded is versionLog.superseded for this Draft; the log's mutex
+// must be held.
+func (d *draftVersions) superseded(version string) bool {
 	i := slices.Index(d.seen, version)
-	if i < 0 {
+	if version == "" || i < 0 {
 		return false
 	}
 	for _, v := range d.seen[i+1:] {
@@ -160,12 +165,12 @@ func (l *versionLog) shown(key types.NamespacedName, version string) bool {
 // served it for less than staleReadLimit. The delay doubles with every
 // such read, from staleAnswerRetry to staleRetryLimit.
 func (l *versionLog) refuse(key types.NamespacedName, version string, now time.Time) (time.Duration, bool) {
-	if !l.superseded(key, version) {
-		return 0, false
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	d := l.draft(key)
+	d := l.drafts[key]
+	if d == nil || !d.superseded(version) {
+		return 0, false
+	}
 	if d.refused != version {
 		d.refused, d.refusedSince, d.refusals = version, now, 0
 	}
