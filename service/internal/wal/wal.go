@@ -534,19 +534,18 @@ func (l *Log) syncSegment() error {
 	if l.sizeDirty {
 		sync = l.syncFile
 	}
-	if l.onFsync == nil || l.noSync {
-		if err := l.sync(l.f, sync); err != nil {
-			return err
-		}
-		l.sizeDirty = false
-		return nil
+	report := l.onFsync != nil && !l.noSync
+	var start time.Time
+	if report {
+		start = time.Now()
 	}
-	start := time.Now()
 	if err := l.sync(l.f, sync); err != nil {
 		return err
 	}
 	l.sizeDirty = false
-	l.onFsync(time.Since(start))
+	if report {
+		l.onFsync(time.Since(start))
+	}
 	return nil
 }
 
