@@ -324,6 +324,7 @@ func (in *Injector) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if in.upToDate(key, pr.GetResourceVersion()) && !(listed && in.pendingVerify(key, pr.GetResourceVersion())) {
 		return reconcile.Result{}, nil
 	}
+	started := time.Now()
 	unlock := in.packages.lock(ownerOf(pr))
 	defer unlock()
 	for attempt := 1; attempt <= MaxAttempts; attempt++ {
@@ -332,7 +333,8 @@ func (in *Injector) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			if out.version != "" {
 				in.processed(key, out.version, out.ipam)
 			}
-			logger.V(1).Info("processed", "version", out.version, "ipam", out.ipam, "wrote", out.wrote)
+			logger.V(1).Info("processed", "version", out.version, "ipam", out.ipam, "wrote", out.wrote,
+				"read", out.read, "sync", out.sync, "write", out.write, "took", time.Since(started))
 			return reconcile.Result{}, nil
 		}
 		if stale := (errStaleRead{}); errors.As(err, &stale) {
@@ -376,14 +378,23 @@ type outcome struct {
 	// ipam: it holds IPAM objects; wrote: they or the Kptfile were
 	// written.
 	ipam, wrote bool
+	timings
 }
+
+// timings are how long processing a Draft once spent reading its
+// resources, allocating (the package engine's calls to ipam-server) and
+// writing them.
+type timings struct{ read, sync, write time.Duration }
 
 // process reads, processes and (when changed) writes one Draft once.
 func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *unstructured.Unstructured, attempt int) (outcome, error) {
 	var prr porchv1alpha1.PackageRevisionResources
+	var took timings
+	started := time.Now()
 	rctx, cancel := porchContext(ctx)
 	err := in.Reader.Get(rctx, key, &prr)
 	cancel()
+	took.read = time.Since(started)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return outcome{}, nil
@@ -403,10 +414,10 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 		if in.firstWarning(key.String(), prr.ResourceVersion) {
 			in.event(pr, corev1.EventTypeWarning, EventFailed, err.Error())
 		}
-		return outcome{version: prr.ResourceVersion}, nil
+		return outcome{version: prr.ResourceVersion, timings: took}, nil
 	}
 	if !engine.HasIPAMObjects(files.items) {
-		return outcome{version: prr.ResourceVersion}, nil
+		return outcome{version: prr.ResourceVersion, timings: took}, nil
 	}
 	owner := ownerOf(pr)
 	in.track(owner, pr.GetNamespace())
@@ -416,7 +427,9 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 	// not refuse each other.
 	opts.Owner, opts.Prune, opts.NoIdentity = owner, true, true
 	opts.Source = sourceOf(pr)
+	started = time.Now()
 	changed, results, perr := engine.Process(ctx, in.IPAM, opts, &files.items)
+	took.sync = time.Since(started)
 	cond := engine.Condition{Type: ConditionType, Status: "True", Reason: ReasonAllocated, Message: summary(files.items)}
 	if perr != nil {
 		if ctx.Err() != nil {
@@ -429,7 +442,7 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 		if perr != nil {
 			return outcome{}, errAllocation{cond.Message}
 		}
-		return outcome{version: version, ipam: true, wrote: wrote}, nil
+		return outcome{version: version, ipam: true, wrote: wrote, timings: took}, nil
 	}
 	kf := files.kptfile()
 	if kf != nil {
@@ -459,9 +472,11 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 		delete(prr.Spec.Resources, name)
 	}
 	log.FromContext(ctx).Info("writing revision", "owner", owner, "files", slices.Sorted(maps.Keys(out)), "removed", removed, "condition", cond.Status, "attempt", attempt)
+	started = time.Now()
 	wctx, cancel := porchContext(ctx)
 	err = in.Client.Update(wctx, &prr)
 	cancel()
+	took.write = time.Since(started)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return outcome{}, nil
