@@ -48,6 +48,8 @@ type fleet struct {
 	networks  int
 	creators  int    // Drafts created at once
 	blueprint string // the published blueprint's PackageRevision
+	// createdAt is when the create of each Draft returned.
+	createdAt map[string]time.Time
 }
 
 // fleetVRF is the network instance of the fleet's networks.
@@ -123,6 +125,10 @@ func (f *fleet) create(repo string, from, to int, after func(created int)) ([]st
 					errs = append(errs, err)
 				}
 				names[i-from] = name
+				if f.createdAt == nil {
+					f.createdAt = map[string]time.Time{}
+				}
+				f.createdAt[name] = time.Now()
 				created++
 				n := created
 				mu.Unlock()
@@ -326,6 +332,29 @@ func (w *conditionWatch) printLogsAbout(t testing.TB, names []string) {
 	}
 }
 
+// lastTurned is the one of names whose condition was seen to change last,
+// and when.
+func (w *conditionWatch) lastTurned(names []string) (string, time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var last string
+	var at time.Time
+	for _, n := range names {
+		if s := w.seen[n]; s.After(at) {
+			last, at = n, s
+		}
+	}
+	return last, at
+}
+
+// trueSince reports whether name's condition is True, and since when it
+// was seen so.
+func (w *conditionWatch) trueSince(name string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seen[name], w.conds[name].Status == "True"
+}
+
 func (w *conditionWatch) get(name string) engine.Condition {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -338,7 +367,10 @@ func startInjector(t testing.TB, env *porchEnv, cfg Config, logName string) (sto
 	t.Helper()
 	logf, err := os.Create(filepath.Join(env.logs, logName))
 	must(t, err)
-	cfg.RESTConfig, cfg.Namespace, cfg.SkipNameValidation = env.cfg, testNamespace, true
+	if cfg.RESTConfig == nil {
+		cfg.RESTConfig = env.cfg
+	}
+	cfg.Namespace, cfg.SkipNameValidation = testNamespace, true
 	cfg.Logger = logr.FromSlogHandler(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})) // V(1): every Draft processed
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -21,6 +21,7 @@ var targets = []Target{
 	{ID: "W8", Match: "W8MixedLoad", Unit: "calls/s", Cmp: AtLeast, Value: 5000},
 	{ID: "W8", Match: "W8MixedLoad", Unit: "p99-ms", Cmp: AtMost, Value: 50},
 	{ID: "W9", Match: "W9Fleet", Unit: "ratio", Cmp: AtLeast, Value: 0.8},
+	{ID: "W9", Match: "W9Fleet", Unit: "ratio-p50", Cmp: AtLeast, Value: 0.8},
 	{ID: "W9", Match: "W9Fleet", Unit: "idle-reads/100drafts/min", Cmp: AtMost, Value: 1},
 	{ID: "W9", Match: "W9Fleet", Unit: "reaction-p99-s", Cmp: AtMost, Value: 5},
 	{ID: "E1", Match: "E1EtcdGroupCommit/vrfs=1", Unit: "etcd-allocs/s", Cmp: AtLeast, Value: 5000},
