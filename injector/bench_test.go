@@ -96,23 +96,18 @@ func BenchmarkW9Fleet(b *testing.B) {
 	// Porch's ceiling: the do-nothing writer on a repository of its own.
 	writerLog := &requestLog{}
 	stopWriter := startWriter(b, writerLog.wrap(env.cfg), "fleet-ceiling", workers)
-	names, firstCreate, lastCreate := f.timedCreate("fleet-ceiling")
-	allTrue := conds.waitTrue(b, names, 20*time.Minute)
-	ceiling, ceilingTotal := allTrue.Sub(lastCreate), allTrue.Sub(firstCreate)
+	ceiling := f.burst("fleet-ceiling", conds)
 	stopWriter()
-	report(b, "W9 ceiling: %d Drafts written %s after the last create (%s after the first)", n, ceiling.Round(10*time.Millisecond), ceilingTotal.Round(10*time.Millisecond))
-	ceilingPhase := f.measure(b, "ceiling", writerLog, conds, names, firstCreate)
+	ceilingPhase := f.measure(b, "ceiling", writerLog, conds, ceiling)
 	// Out of the injector's way: it serves the whole namespace.
-	f.remove(names)
+	f.remove(ceiling.names)
 
 	// The injector on the fleet repository.
 	injectorLog := &requestLog{}
 	startInjector(b, env, Config{Server: srv.Addr, Workers: workers, RESTConfig: injectorLog.wrap(env.cfg)}, "injector-w9.log")
-	names, firstCreate, lastCreate = f.timedCreate("fleet")
-	allTrue = conds.waitTrue(b, names, 20*time.Minute)
-	allocated, allocatedTotal := allTrue.Sub(lastCreate), allTrue.Sub(firstCreate)
-	report(b, "W9 injector: %d Drafts allocated %s after the last create (%s after the first)", n, allocated.Round(10*time.Millisecond), allocatedTotal.Round(10*time.Millisecond))
-	injectorPhase := f.measure(b, "injector", injectorLog, conds, names, firstCreate)
+	allocated := f.burst("fleet", conds)
+	injectorPhase := f.measure(b, "injector", injectorLog, conds, allocated)
+	names := allocated.names
 	held := ownerAllocations(b, x.ipam, "fleet/")
 	distinct := map[string]bool{}
 	for _, as := range held {
@@ -169,13 +164,13 @@ func BenchmarkW9Fleet(b *testing.B) {
 	report(b, "W9 injector requests (whole run): %s", strings.Join(counts, "; "))
 	report(b, "W9 took %s", time.Since(start).Round(time.Second))
 
-	b.ReportMetric(ceiling.Seconds()/allocated.Seconds(), "ratio")
+	b.ReportMetric(ceilingPhase.afterLast.Seconds()/injectorPhase.afterLast.Seconds(), "ratio")
 	b.ReportMetric(perMin*100/float64(n), "idle-reads/100drafts/min")
 	b.ReportMetric(p99.Seconds(), "reaction-p99-s")
-	b.ReportMetric(allocated.Seconds(), "allocated-s")
-	b.ReportMetric(ceiling.Seconds(), "ceiling-s")
-	b.ReportMetric(allocatedTotal.Seconds(), "allocated-total-s")
-	b.ReportMetric(ceilingTotal.Seconds(), "ceiling-total-s")
+	b.ReportMetric(injectorPhase.afterLast.Seconds(), "allocated-s")
+	b.ReportMetric(ceilingPhase.afterLast.Seconds(), "ceiling-s")
+	b.ReportMetric(injectorPhase.total.Seconds(), "allocated-total-s")
+	b.ReportMetric(ceilingPhase.total.Seconds(), "ceiling-total-s")
 	b.ReportMetric(p50.Seconds(), "reaction-p50-s")
 	b.ReportMetric(percentile(ceilingPhase.perDraft, 50).Seconds()/percentile(injectorPhase.perDraft, 50).Seconds(), "ratio-p50")
 	b.ReportMetric(percentile(ceilingPhase.perDraft, 90).Seconds()/percentile(injectorPhase.perDraft, 90).Seconds(), "ratio-p90")
@@ -186,6 +181,9 @@ func BenchmarkW9Fleet(b *testing.B) {
 
 // phase is what W9 measured of one side (the writer or the injector).
 type phase struct {
+	// afterLast and total: from the last create, and from the first,
+	// until every Draft's condition was seen True.
+	afterLast, total time.Duration
 	// perDraft: each Draft's time from its create's answer to its
 	// condition seen True, sorted.
 	perDraft []time.Duration
@@ -198,40 +196,55 @@ type phase struct {
 // with its write (Porch answers creates in bunches).
 const clusterGap = 250 * time.Millisecond
 
-// measure reports where one side of W9 spent its time: its reads and
-// writes of the Drafts' resources since from, the requests on the Draft
-// whose condition turned True last (from its create on), each Draft's
-// time from create to True, and how many creates were answered with the
-// last one.
-func (f *fleet) measure(b *testing.B, side string, reqs *requestLog, conds *conditionWatch, names []string, from time.Time) phase {
+// burstResult is one burst of creates and its wait.
+type burstResult struct {
+	names                   []string
+	firstCreate, lastCreate time.Time // the first create sent, the last answered
+	lastTrue                string    // the Draft whose condition turned True last
+	allTrue                 time.Time // when it did
+}
+
+// burst creates the fleet's Drafts in repo and waits until conds shows
+// every one's condition True.
+func (f *fleet) burst(repo string, conds *conditionWatch) burstResult {
+	f.x.t.Helper()
+	r := burstResult{firstCreate: time.Now()}
+	r.names, r.lastCreate = f.create(repo, 0, f.n, nil)
+	r.lastTrue, r.allTrue = conds.waitTrue(f.x.t, r.names, 20*time.Minute)
+	return r
+}
+
+// measure reports what one side of W9 took for burst br: from the last
+// create and from the first until every condition was True, its reads
+// and writes of the Drafts' resources, each Draft's time from create to
+// True and where it went, how many creates were answered with the last
+// one, and the requests on the Draft that turned True last.
+func (f *fleet) measure(b *testing.B, side string, reqs *requestLog, conds *conditionWatch, br burstResult) phase {
 	b.Helper()
-	var ph phase
-	created := make([]time.Time, 0, len(names))
-	for _, n := range names {
-		created = append(created, f.createdAt[n])
+	ph := phase{afterLast: br.allTrue.Sub(br.lastCreate), total: br.allTrue.Sub(br.firstCreate)}
+	for _, n := range br.names {
+		if br.lastCreate.Sub(f.createdAt[n]) <= clusterGap {
+			ph.cluster++
+		}
 		if at, ok := conds.trueSince(n); ok {
 			ph.perDraft = append(ph.perDraft, at.Sub(f.createdAt[n]))
 		}
 	}
 	slices.Sort(ph.perDraft)
-	lastCreate := slices.MaxFunc(created, time.Time.Compare)
-	for _, c := range created {
-		if lastCreate.Sub(c) <= clusterGap {
-			ph.cluster++
-		}
-	}
+	report(b, "W9 %s: %d Drafts True %s after the last create (%s after the first)", side, len(br.names),
+		ph.afterLast.Round(10*time.Millisecond), ph.total.Round(10*time.Millisecond))
 	const prr = "packagerevisionresources"
-	report(b, "W9 %s requests: %s; %s", side, reqs.summary("get", prr, from), reqs.summary("update", prr, from))
+	report(b, "W9 %s requests: %s; %s", side, reqs.summary("get", prr, br.firstCreate), reqs.summary("update", prr, br.firstCreate))
 	report(b, "W9 %s per Draft, create to True: p50 %s, p90 %s, max %s; %d create(s) answered within %s of the last",
 		side, percentile(ph.perDraft, 50), percentile(ph.perDraft, 90), percentile(ph.perDraft, 100), ph.cluster, clusterGap)
-	toRead, read, toWrite, write := reqs.stages(names, f.createdAt)
+	toRead, read, toWrite, write := reqs.stages(br.names, f.createdAt)
 	report(b, "W9 %s per Draft, p50 (p90): create to read %s (%s), read %s (%s), read to write %s (%s), write %s (%s)", side,
 		percentile(toRead, 50), percentile(toRead, 90), percentile(read, 50), percentile(read, 90),
 		percentile(toWrite, 50), percentile(toWrite, 90), percentile(write, 50), percentile(write, 90))
 	must(b, reqs.dump(filepath.Join(f.x.env.logs, "requests-"+side+".tsv")))
-	last, at := conds.lastTurned(names)
-	report(b, "W9 %s last True %s, created %s before the last create; after its create: %s; True +%s", side, last,
-		lastCreate.Sub(f.createdAt[last]).Round(time.Millisecond), reqs.story(last, f.createdAt[last]), at.Sub(f.createdAt[last]).Round(time.Millisecond))
+	created := f.createdAt[br.lastTrue]
+	report(b, "W9 %s last True %s, created %s before the last create; after its create: %s; True +%s", side, br.lastTrue,
+		br.lastCreate.Sub(created).Round(time.Millisecond), reqs.story(br.lastTrue, created), br.allTrue.Sub(created).Round(time.Millisecond))
 	return ph
 }
 
@@ -298,12 +311,4 @@ func (f *fleet) remove(names []string) {
 		}
 		return nil
 	})
-}
-
-// timedCreate creates the fleet's Drafts in repo and returns their names,
-// when the first create was sent and when the last one was answered.
-func (f *fleet) timedCreate(repo string) ([]string, time.Time, time.Time) {
-	first := time.Now()
-	names, last := f.create(repo, 0, f.n, nil)
-	return names, first, last
 }

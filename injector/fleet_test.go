@@ -257,17 +257,17 @@ func (w *conditionWatch) observe(pr *unstructured.Unstructured) {
 }
 
 // waitTrue waits until the condition of every name is True and returns
-// when the last of them was seen to turn so. Porch's watch can drop
+// the last of them to be seen turning so, and when. Porch's watch can drop
 // events under load, so it also lists the revisions every 5 s while it
 // waits (a change seen so is timed at the list).
-func (w *conditionWatch) waitTrue(t testing.TB, names []string, timeout time.Duration) time.Time {
+func (w *conditionWatch) waitTrue(t testing.TB, names []string, timeout time.Duration) (last string, at time.Time) {
 	t.Helper()
 	deadline := time.After(timeout)
 	relist := time.NewTicker(5 * time.Second)
 	defer relist.Stop()
 	for {
 		w.mu.Lock()
-		var last time.Time
+		last, at = "", time.Time{}
 		pending := 0
 		var example string
 		for _, n := range names {
@@ -276,14 +276,14 @@ func (w *conditionWatch) waitTrue(t testing.TB, names []string, timeout time.Dur
 				example = n
 				continue
 			}
-			if s := w.seen[n]; s.After(last) {
-				last = s
+			if s := w.seen[n]; s.After(at) {
+				last, at = n, s
 			}
 		}
 		changed := w.changed
 		w.mu.Unlock()
 		if pending == 0 {
-			return last
+			return last, at
 		}
 		select {
 		case <-changed:
@@ -330,21 +330,6 @@ func (w *conditionWatch) printLogsAbout(t testing.TB, names []string) {
 		}
 		t.Logf("--- %s in the injector's logs (%d lines) ---\n%s", name, len(lines), strings.Join(lines[max(0, len(lines)-60):], ""))
 	}
-}
-
-// lastTurned is the one of names whose condition was seen to change last,
-// and when.
-func (w *conditionWatch) lastTurned(names []string) (string, time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var last string
-	var at time.Time
-	for _, n := range names {
-		if s := w.seen[n]; s.After(at) {
-			last, at = n, s
-		}
-	}
-	return last, at
 }
 
 // trueSince reports whether name's condition is True, and since when it

@@ -72,7 +72,7 @@ func (l *requestLog) summary(verb, resource string, since time.Time) string {
 	}
 	slices.Sort(took)
 	return fmt.Sprintf("%s %s: %d, p50 %s, p90 %s, max %s", verb, resource, len(took),
-		took[len(took)/2].Round(time.Millisecond), took[len(took)*9/10].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+		percentile(took, 50), percentile(took, 90), percentile(took, 100))
 }
 
 // story is the requests on the object name, each as its start after from
