@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -99,6 +100,12 @@ type Config struct {
 	// MetricsBindAddress serves the controller metrics (and
 	// ipam_injector_api_requests_total); empty or "0" serves none.
 	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz (the process
+	// runs, whether or not Porch is served yet); empty or "0" serves none.
+	HealthProbeBindAddress string
+	// PorchCheck is how often the injector looks again for Porch's API
+	// while the cluster does not serve it; zero means DefaultPorchCheck.
+	PorchCheck time.Duration
 	// Logger, when set, is the manager's logger.
 	Logger logr.Logger
 	// SkipNameValidation lets one process run more than one injector in
@@ -161,10 +168,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if metricsAddr == "" {
 		metricsAddr = "0"
 	}
+	probeAddr := cfg.HealthProbeBindAddress
+	if probeAddr == "" {
+		probeAddr = "0"
+	}
 	opts := ctrl.Options{
-		Scheme:     scheme,
-		Metrics:    metricsserver.Options{BindAddress: metricsAddr},
-		Controller: config.Controller{SkipNameValidation: ptr.To(cfg.SkipNameValidation)},
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress: probeAddr,
+		Controller:             config.Controller{SkipNameValidation: ptr.To(cfg.SkipNameValidation)},
 	}
 	if cfg.Namespace != "" {
 		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}}}
@@ -175,6 +187,14 @@ func Run(ctx context.Context, cfg Config) error {
 	mgr, err := ctrl.NewManager(restCfg, opts)
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
+	}
+	if probeAddr != "0" {
+		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return err
+		}
+		if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+			return err
+		}
 	}
 	in := &Injector{
 		Client:      mgr.GetClient(),
@@ -193,6 +213,26 @@ func Run(ctx context.Context, cfg Config) error {
 	if workers == 0 {
 		workers = DefaultWorkers
 	}
+	check := cfg.PorchCheck
+	if check <= 0 {
+		check = DefaultPorchCheck
+	}
+	porch := &porchWait{served: func() (bool, error) { return porchServed(restCfg) }, every: check,
+		log: mgr.GetLogger().WithName("porch"), start: func() error { return registerInjector(mgr, in, cfg, workers) }}
+	if err := porch.try(true); err != nil {
+		return err
+	}
+	if !porch.on {
+		if err := mgr.Add(porch); err != nil {
+			return err
+		}
+	}
+	return mgr.Start(ctx)
+}
+
+// registerInjector registers the injector's controller and its garbage
+// collection and resync with mgr: once Porch's API is served.
+func registerInjector(mgr ctrl.Manager, in *Injector, cfg Config, workers int) error {
 	resync := make(chan event.GenericEvent, 256)
 	if err := ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(newRevision(), builder.WithPredicates(revisionEvents{in: in})).
@@ -215,10 +255,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if every <= 0 {
 		every = DefaultResyncInterval
 	}
-	if err := mgr.Add(resyncRunnable{in: in, interval: every, out: resync, log: mgr.GetLogger().WithName("resync"), after: cfg.afterGC}); err != nil {
-		return err
-	}
-	return mgr.Start(ctx)
+	return mgr.Add(resyncRunnable{in: in, interval: every, out: resync, log: mgr.GetLogger().WithName("resync"), after: cfg.afterGC})
 }
 
 // gcRunnable runs Injector.CollectGarbage, checking every interval whether

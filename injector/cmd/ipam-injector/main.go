@@ -34,6 +34,8 @@ func main() {
 	fs.IntVar(&cfg.Workers, "workers", 0, fmt.Sprintf("how many Drafts are processed at once, never two of one package (default %d, at most %d)", injector.DefaultWorkers, injector.MaxWorkers))
 	fs.DurationVar(&cfg.ResyncInterval, "resync-interval", 0, fmt.Sprintf("how often, while nothing happens, all PackageRevisions are listed (one call) to find Drafts whose watch event was lost, and garbage is collected (default %s)", injector.DefaultResyncInterval))
 	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", "0", `address of the metrics endpoint (controller metrics and ipam_injector_api_requests_total); "0" turns it off`)
+	fs.StringVar(&cfg.HealthProbeBindAddress, "health-probe-bind-address", "0", `address of the /healthz and /readyz probes; "0" turns them off`)
+	fs.DurationVar(&cfg.PorchCheck, "porch-check-interval", 0, fmt.Sprintf("while the cluster does not serve Porch's API, how often the injector looks again (default %s)", injector.DefaultPorchCheck))
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "ipam-injector: unexpected arguments %q\n", fs.Args())
