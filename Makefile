@@ -58,10 +58,16 @@ demo: ## run (as make run) for the five-minute tour; use bin/ipamctl in another 
 	@echo "demo:   bin/ipamctl tree vpc-1; and open http://127.0.0.1:8080 (the web view)"
 	bin/ipam-server --listen 127.0.0.1:9090 --web-addr 127.0.0.1:8080 --data-dir bin/data --demo
 
+# make test runs the cluster tests on the cluster of make cluster: it
+# starts one when none is up and takes down only the one it started.
 test: export KUBEBUILDER_ASSETS = $(TESTBIN)
-test: verify testbin porch-env clusterctl browser cni-plugins ## build the tools the tests need under bin/ and run all tests
+test: verify testbin porch-env clusterctl browser cni-plugins ## build the tools the tests need under bin/, start the cluster, and run all tests
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 30m ./...
+	@started=; if ! service/cluster/cluster.sh status >/dev/null 2>&1; then started=1; fi; \
+	trap 'if [ -n "$$started" ]; then $(MAKE) --no-print-directory cluster-down; fi' EXIT; \
+	$(MAKE) --no-print-directory cluster; \
+	echo "$(GO) test -race -count=1 -timeout 45m ./..."; \
+	IPAM_CLUSTER_REQUIRED=1 $(GO) test -race -count=1 -timeout 45m ./...
 	$(MAKE) --no-print-directory peers-smoke
 
 bench: export KUBEBUILDER_ASSETS = $(TESTBIN)
@@ -205,11 +211,13 @@ IMAGES := ipam-fn:./functions/cmd/ipam-fn:functions/Dockerfile.local \
 	ipam-server:./service/cmd/ipam-server:service/Dockerfile.local \
 	ipam-controller:./service/cmd/ipam-controller:service/Dockerfile.controller.local \
 	ipam-injector:./injector/cmd/ipam-injector:injector/Dockerfile.local \
-	ipam-node:./service/cmd/ipam-node+./service/cmd/nv-ipam:service/node/Dockerfile.local
+	ipam-node:./service/cmd/ipam-node+./service/cmd/nv-ipam:service/node/Dockerfile.local \
+	ipamctl:./service/cmd/ipamctl:service/Dockerfile.ipamctl.local \
+	ipam-load:./service/cluster/cmd/ipam-load:service/cluster/Dockerfile.load.local
 
 .PHONY: images
 
-images: ## build the images ipam-fn, ipam-server, ipam-controller, ipam-injector, ipam-node (tags: git describe, dev); skipped without docker
+images: ## build the images ipam-fn, ipam-server, ipam-controller, ipam-injector, ipam-node, ipamctl, ipam-load (tags: git describe, dev); skipped without docker
 	@if ! reason=$$(docker info 2>&1 >/dev/null); then echo "images: docker is not available (docker info failed: $$reason); skipping"; exit 0; fi; \
 	docker buildx version >/dev/null 2>&1 || export DOCKER_BUILDKIT=0; \
 	out=$(IMAGES_DIR); rm -rf "$$out"; mkdir -p "$$out/bin"; \
@@ -288,6 +296,34 @@ cni-plugins: ## put Debian's CNI bridge, host-local and loopback plugins and cni
 		done; \
 	fi
 	$(GO) build -o $(CNI_BIN)/cnitool github.com/containernetworking/cni/cnitool
+
+# The single-node cluster (`make cluster`) the blueprints are tried and
+# tested on: etcd and kube-apiserver of testbin, the node's binaries and a
+# trimmed CoreDNS built by service/cluster/build.sh into bin/k8s (skipped
+# while they match the pins), netns-forward and the pause image's binary
+# into bin/cluster-tools, the product's images; service/cluster/cluster.sh
+# runs it all inside a network namespace with no route out and writes
+# bin/cluster/kubeconfig. make cluster-down removes all of it.
+COREDNS_VERSION := v1.12.1
+CLUSTER_TOOLS   := $(BIN)/cluster-tools
+
+.PHONY: cluster cluster-down cluster-bin cluster-tools cluster-images
+
+cluster-bin: ## build kube-controller-manager, kube-scheduler, kubelet, kube-proxy and CoreDNS into bin/k8s unless they are there at the pinned versions
+	KUBE_VERSION=$(KUBE_APISERVER_VERSION) COREDNS_VERSION=$(COREDNS_VERSION) service/cluster/build.sh $(TESTBIN)
+
+cluster-tools: ## build the cluster's API forwarder and pause binary into bin/cluster-tools
+	@mkdir -p $(CLUSTER_TOOLS)
+	CGO_ENABLED=0 $(GO) build -o $(CLUSTER_TOOLS)/ ./service/cluster/cmd/netns-forward ./service/cluster/cmd/pause
+
+cluster: testbin cluster-bin cluster-tools cni-plugins images ## start the single-node cluster (network namespace ipam-cluster, no route out) with the product's images; KUBECONFIG=bin/cluster/kubeconfig
+	@VERSION=$(VERSION) service/cluster/cluster.sh up
+
+cluster-images: images ## import the images make images built into the running cluster's node (unchanged ones are skipped)
+	@VERSION=$(VERSION) service/cluster/cluster.sh images
+
+cluster-down: ## stop the cluster by PID and remove its namespace, mounts, cgroups and state
+	@service/cluster/cluster.sh down
 
 # Porch for the injector's e2e test: the Porch server and
 # its function runner (func/server) built from the Go module proxy into

@@ -341,8 +341,8 @@ infra_images() {
 	printf 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n' >"$dir/pause/Dockerfile"
 	cp "$K8S_BIN/coredns" "$dir/coredns/coredns"
 	printf 'FROM scratch\nCOPY coredns /coredns\nUSER 65532:65532\nENTRYPOINT ["/coredns"]\n' >"$dir/coredns/Dockerfile"
-	docker build -q -t "$PAUSE_IMAGE" "$dir/pause" >/dev/null
-	docker build -q -t "$COREDNS_IMAGE" "$dir/coredns" >/dev/null
+	docker build -q -t "$PAUSE_IMAGE" "$dir/pause" >/dev/null 2>>"$LOGS/images.log"
+	docker build -q -t "$COREDNS_IMAGE" "$dir/coredns" >/dev/null 2>>"$LOGS/images.log"
 	docker save "$PAUSE_IMAGE" "$COREDNS_IMAGE" | ctr -a "$CTRD_SOCK" -n k8s.io images import - >/dev/null
 }
 
