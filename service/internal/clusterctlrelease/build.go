@@ -259,7 +259,9 @@ func readSetters(dir string) (map[string]string, error) {
 }
 
 // manifestFiles lists the blueprint's YAML files, the CRDs last, in name
-// order: the Kptfile and setters.yaml are its local configuration.
+// order: the Kptfile and setters.yaml are its local configuration, the
+// inventory (resourcegroup.yaml) and the trial Secrets (trial-secrets.yaml)
+// belong to one installation.
 func manifestFiles(dir string) ([]string, error) {
 	var files []string
 	for _, glob := range []string{"*.yaml", filepath.Join("crds", "*.yaml")} {
@@ -270,7 +272,7 @@ func manifestFiles(dir string) ([]string, error) {
 		slices.Sort(m)
 		for _, f := range m {
 			switch filepath.Base(f) {
-			case "setters.yaml", "resourcegroup.yaml":
+			case "setters.yaml", "resourcegroup.yaml", "trial-secrets.yaml":
 				continue
 			}
 			files = append(files, f)
