@@ -3,6 +3,7 @@ package nodeipam
 import (
 	"cmp"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -330,7 +331,7 @@ func (e *Engine) request(p *pool, owner string, r *Request, want netip.Addr) (ip
 			return ipam.Allocation{}, invalid("parameters.features.allocate_default_gateway", "%s has no gateway", p.key)
 		}
 		want = b.Gateway
-		sel[labelGatewayOf] = addrName(b.Gateway)
+		sel[labelGatewayOf] = addrLabel(b.Gateway)
 	case want.IsValid() && !b.Contains(want):
 		return ipam.Allocation{}, invalid("parameters.requested_ips", "%s is not an address of the node's block %s-%s of %s (or is excluded, or the gateway)",
 			want, b.Start, b.End, p.key)
@@ -390,43 +391,72 @@ func addOffset(a netip.Addr, n uint64) (netip.Addr, bool) {
 	return out, true
 }
 
-// podLabels are the labels of an allocation: the pod's metadata (a pod
-// name longer than a label value is cut into numbered labels) and the
-// creation time.
+// podLabels are the labels of an allocation: the pod's metadata (see
+// setMeta) and the creation time.
 func podLabels(p Pod, now time.Time) ipam.Labels {
 	l := ipam.Labels{labelCreated: strconv.FormatInt(now.Unix(), 10)}
-	set := func(k, v string) {
-		if v != "" {
-			l[k] = v
-		}
-	}
-	set(labelPodNS, p.Namespace)
-	set(labelPodUID, p.UID)
-	set(labelDeviceID, p.DeviceID)
-	if len(p.Name) <= ipam.MaxLabelValueLength {
-		set(labelPodName, p.Name)
-	} else {
-		for i := 0; i*ipam.MaxLabelValueLength < len(p.Name); i++ {
-			l[labelPodName+"."+strconv.Itoa(i)] = p.Name[i*ipam.MaxLabelValueLength : min(len(p.Name), (i+1)*ipam.MaxLabelValueLength)]
-		}
-	}
+	setMeta(l, labelPodNS, p.Namespace)
+	setMeta(l, labelPodUID, p.UID)
+	setMeta(l, labelDeviceID, p.DeviceID)
+	setMeta(l, labelPodName, p.Name)
 	return l
+}
+
+// hexPiece is the suffix of the labels that hold a hex-encoded value.
+const hexPiece = ".hex."
+
+// setMeta keeps v under key in l, as the allocation core takes labels
+// (Kubernetes label syntax): as it is when it is a label value, else
+// hex-encoded in pieces of at most a label value's length under key.hex.0,
+// key.hex.1, ... (a device id "0000:3b:00.2", a pod name longer than 63
+// bytes). An empty v is not kept.
+func setMeta(l ipam.Labels, key, v string) {
+	switch {
+	case v == "":
+	case ipam.IsLabelValue(v):
+		l[key] = v
+	default:
+		h := hex.EncodeToString([]byte(v))
+		for i := 0; i*ipam.MaxLabelValueLength < len(h); i++ {
+			l[key+hexPiece+strconv.Itoa(i)] = h[i*ipam.MaxLabelValueLength : min(len(h), (i+1)*ipam.MaxLabelValueLength)]
+		}
+	}
+}
+
+// getMeta reads setMeta's value back, and the form older versions
+// stored: a pod name longer than a label value cut into key.0, key.1, ...
+func getMeta(l ipam.Labels, key string) string {
+	if v, ok := l[key]; ok {
+		return v
+	}
+	var b strings.Builder
+	for i := 0; ; i++ {
+		v, ok := l[key+"."+strconv.Itoa(i)]
+		if !ok {
+			break
+		}
+		b.WriteString(v)
+	}
+	if b.Len() > 0 {
+		return b.String()
+	}
+	for i := 0; ; i++ {
+		v, ok := l[key+hexPiece+strconv.Itoa(i)]
+		if !ok {
+			break
+		}
+		b.WriteString(v)
+	}
+	v, err := hex.DecodeString(b.String())
+	if err != nil {
+		return ""
+	}
+	return string(v)
 }
 
 // podOf reads podLabels back.
 func podOf(l ipam.Labels) (Pod, time.Time) {
-	p := Pod{Name: l[labelPodName], Namespace: l[labelPodNS], UID: l[labelPodUID], DeviceID: l[labelDeviceID]}
-	if p.Name == "" {
-		var b strings.Builder
-		for i := 0; ; i++ {
-			v, ok := l[labelPodName+"."+strconv.Itoa(i)]
-			if !ok {
-				break
-			}
-			b.WriteString(v)
-		}
-		p.Name = b.String()
-	}
+	p := Pod{Name: getMeta(l, labelPodName), Namespace: getMeta(l, labelPodNS), UID: getMeta(l, labelPodUID), DeviceID: getMeta(l, labelDeviceID)}
 	sec, _ := strconv.ParseInt(l[labelCreated], 10, 64)
 	return p, time.Unix(sec, 0)
 }
