@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	nodev1 "github.com/nephio-project/ipam/api/proto/nvidia/ipam/node/v1"
+	"github.com/nephio-project/ipam/service/grpcdecode"
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/node/nodeipam"
 )
@@ -40,11 +41,12 @@ func NewServer(e *nodeipam.Engine, log logr.Logger, m *Metrics) *Server {
 	return &Server{engine: e, log: log, metrics: m}
 }
 
-// ServerOptions are the gRPC options of the node API: the request size
-// cap and the bound on concurrent calls.
+// ServerOptions are the gRPC options of the node API: a request that does
+// not decode answered InvalidArgument naming the field (grpcdecode), the
+// request size cap and the bound on concurrent calls.
 func ServerOptions() []grpc.ServerOption {
 	sem := make(chan struct{}, MaxConcurrentCalls)
-	return []grpc.ServerOption{
+	return append(grpcdecode.ServerOptions(),
 		grpc.MaxRecvMsgSize(MaxRequestBytes),
 		grpc.MaxConcurrentStreams(MaxConcurrentCalls),
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
@@ -57,7 +59,7 @@ func ServerOptions() []grpc.ServerOption {
 			defer func() { <-sem }()
 			return h(ctx, req)
 		}),
-	}
+	)
 }
 
 // requestOf reads the parameters of a call.

@@ -200,3 +200,31 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (rawCodec) Name() string { return "proto" }
+
+// TestMalformedRequest: a request that is not protobuf, cut short or with
+// invalid UTF-8, is answered InvalidArgument naming the field (gRPC alone
+// answers Internal), on a unix socket as the plugin calls it.
+func TestMalformedRequest(t *testing.T) {
+	e, conn := serve(t)
+	seed(t, e)
+	params := protowire.AppendTag(nil, 2, protowire.BytesType)
+	params = protowire.AppendBytes(params, []byte{'c', 0xff})
+	utf := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), params)
+	for _, tc := range []struct {
+		name string
+		req  rawMsg
+		want string
+	}{
+		{"a bad tag", rawMsg{0x00}, "request: does not decode as nvidia.ipam.node.v1.AllocateRequest: malformed tag: proto: invalid field number"},
+		{"cut short", rawMsg{0x0a, 0x10, 0x0a}, "parameters: malformed value: unexpected EOF"},
+		{"invalid UTF-8", rawMsg(utf), "parameters.cni_containerid: holds invalid UTF-8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out rawMsg
+			err := conn.Invoke(context.Background(), nodev1.IPAMService_Allocate_FullMethodName, &tc.req, &out, grpc.ForceCodecV2(rawCodec{}))
+			if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != tc.want {
+				t.Fatalf("got %v, want InvalidArgument %q", err, tc.want)
+			}
+		})
+	}
+}
