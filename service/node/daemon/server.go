@@ -20,8 +20,9 @@ import (
 // Limits of the node API's server.
 const (
 	// MaxRequestBytes caps a request: two pool names, ids and metadata
-	// take well under 2 KiB.
-	MaxRequestBytes = 16 << 10
+	// take well under 2 KiB; a GarbageCollect's valid attachments (at most
+	// nodeipam.MaxAttachments, about 80 bytes each) take the most.
+	MaxRequestBytes = 1 << 20
 	// MaxConcurrentCalls bounds the calls served at once; more wait.
 	MaxConcurrentCalls = 256
 	// maxMessage caps an error message.
@@ -121,6 +122,8 @@ func statusOf(err error) error {
 		c = codes.ResourceExhausted
 	case errors.Is(err, ipam.ErrUnavailable):
 		c = codes.Unavailable
+	case errors.Is(err, nodeipam.ErrOutsideBlock):
+		c = codes.FailedPrecondition
 	}
 	msg := err.Error()
 	if len(msg) > maxMessage {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	ipamnodev1 "github.com/nephio-project/ipam/api/proto/ipam/node/v1"
 	nodev1 "github.com/nephio-project/ipam/api/proto/nvidia/ipam/node/v1"
 	"github.com/nephio-project/ipam/service/node/nodeipam"
 )
@@ -33,7 +34,9 @@ func serve(t testing.TB) (*nodeipam.Engine, *grpc.ClientConn) {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(ServerOptions()...)
-	nodev1.RegisterIPAMServiceServer(srv, NewServer(e, logr.Discard(), NewMetrics(e)))
+	api := NewServer(e, logr.Discard(), NewMetrics(e))
+	nodev1.RegisterIPAMServiceServer(srv, api)
+	ipamnodev1.RegisterNodeAllocationsServer(srv, NewAllocations(api))
 	go func() { _ = srv.Serve(l) }()
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

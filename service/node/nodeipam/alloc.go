@@ -93,33 +93,13 @@ func checkText(field, s string, max int) error {
 // Validate checks every field of a request as an attacker could send it:
 // each error wraps ipam.ErrInvalid and names the field.
 func (r *Request) Validate() error {
-	switch r.Type {
-	case IPPool, CIDRPool:
-	default:
-		return invalid("parameters.pool_type", "%s is not a pool type", ipam.Quote(string(r.Type)))
-	}
-	if len(r.Pools) == 0 {
-		return invalid("parameters.pools", "at least one pool is required")
-	}
-	if len(r.Pools) > MaxPools {
-		return invalid("parameters.pools", "%d pools; at most %d", len(r.Pools), MaxPools)
-	}
-	for i, p := range r.Pools {
-		f := "parameters.pools[" + strconv.Itoa(i) + "]"
-		if p == "" {
-			return invalid(f, "a pool name is required")
-		}
-		if err := checkText(f, p, ipam.MaxNameLength); err != nil {
-			return err
-		}
-		if slices.Contains(r.Pools[:i], p) {
-			return invalid(f, "%s is named twice", ipam.Quote(p))
-		}
-	}
-	if err := checkContainerID(r.ContainerID); err != nil {
+	if err := checkPools("parameters.", r.Type, r.Pools); err != nil {
 		return err
 	}
-	if err := checkIfName(r.IfName); err != nil {
+	if err := checkContainerID("parameters.cni_containerid", r.ContainerID); err != nil {
+		return err
+	}
+	if err := checkIfName("parameters.cni_ifname", r.IfName); err != nil {
 		return err
 	}
 	for _, c := range []struct {
@@ -152,8 +132,37 @@ func (r *Request) Validate() error {
 	return nil
 }
 
-func checkContainerID(s string) error {
-	const f = "parameters.cni_containerid"
+// checkPools checks a pool type and one or two pool names, the fields
+// named after prefix ("parameters.").
+func checkPools(prefix string, t PoolType, pools []string) error {
+	switch t {
+	case IPPool, CIDRPool:
+	default:
+		return invalid(prefix+"pool_type", "%s is not a pool type", ipam.Quote(string(t)))
+	}
+	if len(pools) == 0 {
+		return invalid(prefix+"pools", "at least one pool is required")
+	}
+	if len(pools) > MaxPools {
+		return invalid(prefix+"pools", "%d pools; at most %d", len(pools), MaxPools)
+	}
+	for i, p := range pools {
+		f := prefix + "pools[" + strconv.Itoa(i) + "]"
+		if p == "" {
+			return invalid(f, "a pool name is required")
+		}
+		if err := checkText(f, p, ipam.MaxNameLength); err != nil {
+			return err
+		}
+		if slices.Contains(pools[:i], p) {
+			return invalid(f, "%s is named twice", ipam.Quote(p))
+		}
+	}
+	return nil
+}
+
+// checkContainerID checks container id s of field f.
+func checkContainerID(f, s string) error {
 	if s == "" {
 		return invalid(f, "a container id is required")
 	}
@@ -170,8 +179,8 @@ func checkContainerID(s string) error {
 	return nil
 }
 
-func checkIfName(s string) error {
-	const f = "parameters.cni_ifname"
+// checkIfName checks interface name s of field f.
+func checkIfName(f, s string) error {
 	switch {
 	case s == "":
 		return invalid(f, "an interface name is required")
@@ -514,27 +523,64 @@ func capMsg(s string) string {
 }
 
 // IsAllocated returns nil when the container's interface holds an address
-// in every pool named, an error wrapping ipam.ErrNotFound otherwise.
+// in every pool named, an error wrapping ipam.ErrNotFound otherwise: the
+// node API's IsAllocated, as NVIDIA's daemon answers it (Check verifies
+// more).
 func (e *Engine) IsAllocated(_ context.Context, r *Request) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
+	_, err := e.held(r)
+	return err
+}
+
+// held returns the address the container's interface holds in each pool
+// named, or an error wrapping ipam.ErrNotFound when it holds none in one.
+func (e *Engine) held(r *Request) ([]netip.Prefix, error) {
 	owner := ownerOf(r.ContainerID, r.IfName)
+	held := make([]netip.Prefix, len(r.Pools))
 	var missing error
 	err := e.a.ReadSettled(func() {
 		missing = nil
-		for _, name := range r.Pools {
+		for i, name := range r.Pools {
 			k := PoolKey{Type: r.Type, Name: name}
-			if _, err := e.a.GetAllocation(allocKey(owner, k)); err != nil {
+			rec, err := e.a.GetAllocation(allocKey(owner, k))
+			if err != nil {
 				missing = fmt.Errorf("%s: container %s interface %s holds no address: %w", k, ipam.Quote(r.ContainerID), ipam.Quote(r.IfName), ipam.ErrNotFound)
 				return
 			}
+			held[i] = rec.Result.Prefix
 		}
 	})
 	if err != nil {
+		return nil, err
+	}
+	return held, missing
+}
+
+// Check is CNI CHECK: nil when the container's interface holds an address
+// in every pool named, each still an address of the node's block of its
+// pool and, when the request names addresses (RequestedIPs: the CNI
+// result's), one of them. Otherwise an error wrapping ipam.ErrNotFound
+// (none held, or another address) or ErrOutsideBlock.
+func (e *Engine) Check(_ context.Context, r *Request) error {
+	if err := r.Validate(); err != nil {
 		return err
 	}
-	return missing
+	held, err := e.held(r)
+	if err != nil {
+		return err
+	}
+	want := make([]netip.Addr, len(r.RequestedIPs))
+	for i, s := range r.RequestedIPs {
+		want[i] = netip.MustParseAddr(s).Unmap() // validated
+	}
+	for i, name := range r.Pools {
+		if err := e.checkHeld(PoolKey{Type: r.Type, Name: name}, r, held[i], want); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Deallocate releases what the container's interface holds in every pool
