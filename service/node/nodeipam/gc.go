@@ -17,8 +17,9 @@ var ErrOutsideBlock = errors.New("outside the node's block")
 // MaxAttachments bounds the valid attachments of one GarbageCollect.
 const MaxAttachments = 1 << 13
 
-// Attachment is a container's interface.
+// Attachment is a container's interface, as the runtime names it.
 type Attachment struct {
+	// ContainerID is CNI_CONTAINERID; IfName is CNI_IFNAME.
 	ContainerID, IfName string
 }
 
