@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -128,7 +129,21 @@ func Error(b []byte, m proto.Message, err error) error {
 		}
 		return status.Error(codes.InvalidArgument, path+": "+why)
 	}
-	return status.Errorf(codes.InvalidArgument, "request: does not decode as %s: %v", md.FullName(), err)
+	return status.Errorf(codes.InvalidArgument, "request: does not decode as %s: %s", md.FullName(), words(err))
+}
+
+// parseWhy words protowire's parse error n.
+func parseWhy(n int) string { return words(protowire.ParseError(n)) }
+
+// words is err's message without protobuf-go's "proto:" prefix, whose
+// space protobuf-go makes a no-break space at random to keep callers from
+// matching its messages: a client reads the same words every time.
+func words(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, "proto:"); i >= 0 {
+		msg = msg[:i] + strings.TrimLeft(msg[i+len("proto:"):], " \u00a0")
+	}
+	return msg
 }
 
 // maxDepth bounds how deep fault follows nested messages; protobuf-go
@@ -147,7 +162,7 @@ func fault(b []byte, md protoreflect.MessageDescriptor, depth int) (path, why st
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return "", "malformed tag: " + protowire.ParseError(n).Error()
+			return "", "malformed tag: " + parseWhy(n)
 		}
 		b = b[n:]
 		fd := md.Fields().ByNumber(num)
@@ -160,14 +175,14 @@ func fault(b []byte, md protoreflect.MessageDescriptor, depth int) (path, why st
 		}
 		if fd == nil || typ != protowire.BytesType {
 			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return name, "malformed value: " + protowire.ParseError(n).Error()
+				return name, "malformed value: " + parseWhy(n)
 			}
 			b = b[n:]
 			continue
 		}
 		v, n := protowire.ConsumeBytes(b)
 		if n < 0 {
-			return name, "malformed value: " + protowire.ParseError(n).Error()
+			return name, "malformed value: " + parseWhy(n)
 		}
 		b = b[n:]
 		switch {
@@ -222,7 +237,7 @@ func packed(v []byte, k protoreflect.Kind) string {
 	for len(v) > 0 {
 		n := protowire.ConsumeFieldValue(1, typ, v)
 		if n < 0 {
-			return "malformed packed value: " + protowire.ParseError(n).Error()
+			return "malformed packed value: " + parseWhy(n)
 		}
 		v = v[n:]
 	}

@@ -105,10 +105,10 @@ func TestMalformedProtobuf(t *testing.T) {
 		req          []byte
 		want         string
 	}{
-		{"a bad tag in Allocate", ipamv1.IPAM_Allocate_FullMethodName, []byte{0x00, 0x00}, "request: does not decode as ipam.v1.AllocateRequest: malformed tag: proto: invalid field number"},
+		{"a bad tag in Allocate", ipamv1.IPAM_Allocate_FullMethodName, []byte{0x00, 0x00}, "request: does not decode as ipam.v1.AllocateRequest: malformed tag: invalid field number"},
 		{"a length past the end in Allocate", ipamv1.IPAM_Allocate_FullMethodName, []byte{0x0a, 0x40}, "allocation: malformed value: unexpected EOF"},
 		{"a Sync cut short", ipamv1.IPAM_Sync_FullMethodName, sync[:len(sync)-1], "allocations[0]: malformed value: unexpected EOF"},
-		{"a bad tag in CreatePrefix", ipamv1.IPAM_CreatePrefix_FullMethodName, []byte{0x07}, "request: does not decode as ipam.v1.CreatePrefixRequest: malformed tag: proto: invalid field number"},
+		{"a bad tag in CreatePrefix", ipamv1.IPAM_CreatePrefix_FullMethodName, []byte{0x07}, "request: does not decode as ipam.v1.CreatePrefixRequest: malformed tag: invalid field number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := conn.Invoke(ctx, tc.method, tc.req, new(ipamv1.ListResponse), grpc.ForceCodecV2(rawCodec{}))

@@ -218,7 +218,7 @@ func TestMalformedRequest(t *testing.T) {
 		req  rawMsg
 		want string
 	}{
-		{"a bad tag", rawMsg{0x00}, "request: does not decode as nvidia.ipam.node.v1.AllocateRequest: malformed tag: proto: invalid field number"},
+		{"a bad tag", rawMsg{0x00}, "request: does not decode as nvidia.ipam.node.v1.AllocateRequest: malformed tag: invalid field number"},
 		{"cut short", rawMsg{0x0a, 0x10, 0x0a}, "parameters: malformed value: unexpected EOF"},
 		{"invalid UTF-8", rawMsg(utf), "parameters.cni_containerid: holds invalid UTF-8"},
 	} {
