@@ -52,6 +52,7 @@ func (a *Allocations) GarbageCollect(ctx context.Context, in *ipamnodev1.Garbage
 			Attachment: &ipamnodev1.Attachment{ContainerId: h.ContainerID, Ifname: h.IfName}, Ip: h.IP.String()})
 		ips = append(ips, h.IP.String())
 	}
+	a.s.metrics.gcReleased(len(released))
 	r := &nodeipam.Request{Type: t, Pools: in.GetPools()}
 	if err = a.s.done("GarbageCollect", r, start, err, "valid", len(valid), "released", ips); err != nil {
 		return nil, err

@@ -231,3 +231,51 @@ func TestMalformedRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeAllocations: GarbageCollect, PoolStatus and Check over the
+// socket, with the codes the plugin maps (FailedPrecondition outside the
+// block) and the GC counted.
+func TestNodeAllocations(t *testing.T) {
+	e, conn := serve(t)
+	seed(t, e)
+	ctx := context.Background()
+	api := nodev1.NewIPAMServiceClient(conn)
+	for _, cid := range []string{"keep", "gone"} {
+		if _, err := api.Allocate(ctx, &nodev1.AllocateRequest{Parameters: params(cid, "pool1")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node := ipamnodev1.NewNodeAllocationsClient(conn)
+	st, err := node.PoolStatus(ctx, &ipamnodev1.PoolStatusRequest{Pools: []string{"pool1", "pool2"}})
+	if err != nil || len(st.GetPools()) != 2 || !st.GetPools()[0].GetReady() || st.GetPools()[1].GetReady() || st.GetPools()[1].GetReason() == "" {
+		t.Fatalf("PoolStatus: %v %v", st, err)
+	}
+	gc, err := node.GarbageCollect(ctx, &ipamnodev1.GarbageCollectRequest{Pools: []string{"pool1"},
+		ValidAttachments: []*ipamnodev1.Attachment{{ContainerId: "keep", Ifname: "net1"}}})
+	if err != nil || len(gc.GetReleased()) != 1 || gc.GetReleased()[0].GetAttachment().GetContainerId() != "gone" || gc.GetReleased()[0].GetIp() != "192.168.0.26/16" {
+		t.Fatalf("GarbageCollect: %v %v", gc, err)
+	}
+	check := func(p *nodev1.IPAMParameters) codes.Code {
+		_, err := node.Check(ctx, &ipamnodev1.CheckRequest{Parameters: p})
+		return status.Code(err)
+	}
+	keep := params("keep", "pool1")
+	keep.RequestedIps = []string{"192.168.0.25"}
+	if c := check(keep); c != codes.OK {
+		t.Fatalf("Check of keep: %s", c)
+	}
+	if c := check(params("gone", "pool1")); c != codes.NotFound {
+		t.Fatalf("Check of a collected interface: %s", c)
+	}
+	moved := &nodeipam.Block{Network: netip.MustParsePrefix("192.168.0.0/16"), Start: netip.MustParseAddr("192.168.0.100"), End: netip.MustParseAddr("192.168.0.120")}
+	if _, err := e.SetPool(ctx, nodeipam.PoolKey{Type: nodeipam.IPPool, Name: "pool1"}, moved); err != nil {
+		t.Fatal(err)
+	}
+	if c := check(keep); c != codes.FailedPrecondition {
+		t.Fatalf("Check outside the block: %s, want FailedPrecondition", c)
+	}
+	if _, err := node.GarbageCollect(ctx, &ipamnodev1.GarbageCollectRequest{Pools: []string{"pool1"},
+		ValidAttachments: []*ipamnodev1.Attachment{{ContainerId: "", Ifname: "net1"}}}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("GarbageCollect of an empty container id: %v", err)
+	}
+}
