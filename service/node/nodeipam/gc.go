@@ -10,8 +10,8 @@ import (
 	"github.com/nephio-project/ipam/service/ipam"
 )
 
-// ErrOutsideBlock: an allocation the container holds is no longer an
-// address of the node's block of its pool (the block moved or is gone).
+// ErrOutsideBlock says that an allocation a container holds is no longer
+// an address of the node's block of its pool (the block moved or is gone).
 var ErrOutsideBlock = errors.New("outside the node's block")
 
 // MaxAttachments bounds the valid attachments of one GarbageCollect.
