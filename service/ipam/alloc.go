@@ -57,7 +57,7 @@ func checkAllocText(r *Allocation) error {
 	if err := checkText(ObjAllocation, r.Key, "spec.networkInstance", r.NetworkInstance, MaxNameLength); err != nil {
 		return err
 	}
-	if err := checkLabels(ObjAllocation, r.Key, "spec.selector", r.Selector); err != nil {
+	if err := checkSelector(ObjAllocation, r.Key, "spec.selector", r.Selector); err != nil {
 		return err
 	}
 	return checkLabels(ObjAllocation, r.Key, "spec.labels", r.Labels)

@@ -169,9 +169,57 @@ func CheckNewName(obj string, key Key, field, name string) error {
 	return checkPadding(obj, key, field, name)
 }
 
-// checkLabels checks a label map or selector: its size, and each key and
-// value.
+// checkLabels checks a label map or selector of an object to store: the
+// limits of checkLabelLimits, and each key and value in Kubernetes label
+// syntax (LabelKeySyntax, LabelValueSyntax), since selectors are
+// Kubernetes selectors and the Kubernetes fronts hold nothing else.
+// Objects stored before are restored, read and deleted without it.
 func checkLabels(obj string, key Key, field string, m map[string]string) error {
+	if err := checkLabelLimits(obj, key, field, m); err != nil {
+		return err
+	}
+	for k, v := range m {
+		if why := LabelKeySyntax(k); why != "" {
+			return errf(ErrInvalid, obj, key, field, "label key %s is not a Kubernetes label key: %s", Quote(k), why)
+		}
+		if why := LabelValueSyntax(v); why != "" {
+			return errf(ErrInvalid, obj, key, field+"["+Quote(k)+"]", "%s is not a Kubernetes label value: %s", Quote(v), why)
+		}
+	}
+	return nil
+}
+
+// checkSelector checks the selector of an allocation to store as
+// checkLabels checks labels, except that the values of
+// nephio.org/network-instance and nephio.org/network-name are checked as
+// names (printable, neither blank nor padded; at most
+// MaxLabelValueLength bytes, as every selector value): they match the
+// system labels the core derives from network instance and network
+// names, which may hold characters label values may not.
+func checkSelector(obj string, key Key, field string, m map[string]string) error {
+	if err := checkLabelLimits(obj, key, field, m); err != nil {
+		return err
+	}
+	for k, v := range m {
+		if why := LabelKeySyntax(k); why != "" {
+			return errf(ErrInvalid, obj, key, field, "label key %s is not a Kubernetes label key: %s", Quote(k), why)
+		}
+		if k == LabelNetworkInstance || k == LabelNetworkName {
+			if v != "" && (v[0] == ' ' || v[len(v)-1] == ' ') {
+				return checkPadding(obj, key, field+"["+Quote(k)+"]", v)
+			}
+			continue // printable and within the limit: checkLabelLimits
+		}
+		if why := LabelValueSyntax(v); why != "" {
+			return errf(ErrInvalid, obj, key, field+"["+Quote(k)+"]", "%s is not a Kubernetes label value: %s", Quote(v), why)
+		}
+	}
+	return nil
+}
+
+// checkLabelLimits checks a label map or selector against the limits: its
+// size, and each key and value's length and characters.
+func checkLabelLimits(obj string, key Key, field string, m map[string]string) error {
 	if len(m) > MaxLabels {
 		return errf(ErrInvalid, obj, key, field, "%d labels exceed the limit of %d", len(m), MaxLabels)
 	}
@@ -189,11 +237,12 @@ func checkLabels(obj string, key Key, field string, m map[string]string) error {
 	return nil
 }
 
-// CheckLabels checks a label map or selector a front passes on (a query's
-// selector, say) against the limits the allocator applies to stored
-// labels.
+// CheckLabels checks a label map or selector a front passes on for a
+// read (a query's selector, say) against the limits the allocator applies
+// to stored labels, but not against label syntax: objects stored before
+// the syntax was enforced stay selectable.
 func CheckLabels(obj string, key Key, field string, m map[string]string) error {
-	return checkLabels(obj, key, field, m)
+	return checkLabelLimits(obj, key, field, m)
 }
 
 // checkCount bounds the length of a list field.
@@ -213,7 +262,7 @@ func checkPrefixText(p Prefix) error {
 	if err := checkText(ObjPrefix, p.Key, "spec.networkInstance", p.NetworkInstance, MaxNameLength); err != nil {
 		return err
 	}
-	if err := checkText(ObjPrefix, p.Key, "spec.network", p.Network, MaxNameLength); err != nil {
+	if err := CheckNewName(ObjPrefix, p.Key, "spec.network", p.Network); err != nil {
 		return err
 	}
 	if err := checkLabels(ObjPrefix, p.Key, "metadata.labels", p.Labels); err != nil {
@@ -265,7 +314,10 @@ func checkRangeText(r IPRange) error {
 		return err
 	}
 	for name := range r.PreAllocations {
-		if err := checkText(ObjRange, k, "spec.preAllocations", name, MaxNameLength); err != nil {
+		if name == "" {
+			return errf(ErrInvalid, ObjRange, k, "spec.preAllocations", "a pre-allocation name is empty")
+		}
+		if err := CheckNewName(ObjRange, k, "spec.preAllocations", name); err != nil {
 			return err
 		}
 	}

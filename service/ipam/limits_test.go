@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -19,7 +20,7 @@ func TestLimits(t *testing.T) {
 	labels := func(c int) Labels {
 		m := Labels{}
 		for i := range c {
-			m["l"+strings.Repeat("x", i)] = "v"
+			m["l"+strconv.Itoa(i)] = "v"
 		}
 		return m
 	}
@@ -57,7 +58,8 @@ func TestLimits(t *testing.T) {
 		}},
 		{"label key", ObjAllocation, "spec.labels", func(a *Allocator) mk {
 			return alloc(a, func(r *Allocation, at bool) {
-				r.Labels = Labels{n(pick(at, MaxLabelKeyLength, MaxLabelKeyLength+1)): "v"}
+				// A key at the limit: a 253-byte prefix, "/", a 63-byte name.
+				r.Labels = Labels{n(MaxLabelPrefixLength) + "/" + n(pick(at, MaxLabelNameLength, MaxLabelNameLength+1)): "v"}
 			})
 		}},
 		{"label value", ObjAllocation, `spec.labels["k"]`, func(a *Allocator) mk {
@@ -79,7 +81,7 @@ func TestLimits(t *testing.T) {
 		}},
 		{"zero-width in a label", ObjAllocation, `spec.labels["k"]`, func(a *Allocator) mk {
 			return alloc(a, func(r *Allocation, at bool) {
-				r.Labels = Labels{"k": map[bool]string{true: "a b", false: "a\u200bb"}[at]}
+				r.Labels = Labels{"k": map[bool]string{true: "a.b", false: "a\u200bb"}[at]}
 			})
 		}},
 		{"invalid UTF-8 in the namespace", ObjAllocation, "metadata.namespace", func(a *Allocator) mk {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/grpcdecode"
 )
 
 // Admission control: the memory of the requests in flight is bounded in
@@ -318,7 +319,7 @@ func (ad *admission) receive(ctx context.Context, bulk bool, dec func(any) error
 type rawRequest struct{ data mem.BufferSlice }
 
 // decode decodes the request into m; a request that does not decode
-// gets the status decodeError gives. A request received in one buffer
+// gets the status grpcdecode.Error gives. A request received in one buffer
 // (a small one) is decoded from it; a larger one is copied into one
 // array and its received buffers are released before it is decoded.
 func (r *rawRequest) decode(m any) error {
@@ -331,7 +332,7 @@ func (r *rawRequest) decode(m any) error {
 	}
 	msg := m.(proto.Message)
 	if err := proto.Unmarshal(b, msg); err != nil {
-		return decodeError(b, msg, err)
+		return grpcdecode.Error(b, msg, err)
 	}
 	return nil
 }

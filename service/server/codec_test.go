@@ -89,3 +89,32 @@ func TestInvalidUTF8(t *testing.T) {
 	_, err := ipamv1.NewIPAMClient(conn).List(ctx, &ipamv1.ListRequest{Kind: allocKind})
 	must(t, err)
 }
+
+// TestMalformedProtobuf sends requests that are not protobuf at all, or
+// are cut short: each is answered InvalidArgument naming the field (gRPC
+// alone answers Internal, "grpc: failed to unmarshal"), both where gRPC's
+// codec decodes the request and where the memory budget does (Sync).
+func TestMalformedProtobuf(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	conn := ts.Dial(t)
+	ctx := context.Background()
+	sync, err := proto.Marshal(&ipamv1.SyncRequest{Owner: "o", Allocations: []*ipamv1.Allocation{{Key: key("a")}}})
+	must(t, err)
+	for _, tc := range []struct {
+		name, method string
+		req          []byte
+		want         string
+	}{
+		{"a bad tag in Allocate", ipamv1.IPAM_Allocate_FullMethodName, []byte{0x00, 0x00}, "request: does not decode as ipam.v1.AllocateRequest: malformed tag: invalid field number"},
+		{"a length past the end in Allocate", ipamv1.IPAM_Allocate_FullMethodName, []byte{0x0a, 0x40}, "allocation: malformed value: unexpected EOF"},
+		{"a Sync cut short", ipamv1.IPAM_Sync_FullMethodName, sync[:len(sync)-1], "allocations[0]: malformed value: unexpected EOF"},
+		{"a bad tag in CreatePrefix", ipamv1.IPAM_CreatePrefix_FullMethodName, []byte{0x07}, "request: does not decode as ipam.v1.CreatePrefixRequest: malformed tag: invalid field number"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := conn.Invoke(ctx, tc.method, tc.req, new(ipamv1.ListResponse), grpc.ForceCodecV2(rawCodec{}))
+			wantStatus(t, err, codes.InvalidArgument, tc.want)
+		})
+	}
+	_, err = ipamv1.NewIPAMClient(conn).List(ctx, &ipamv1.ListRequest{Kind: allocKind})
+	must(t, err)
+}

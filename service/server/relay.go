@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/service/grpcdecode"
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/server/authz"
 )
@@ -247,7 +248,8 @@ func (r *relayServer) run(ctx context.Context, c *ipamv1.ForwardedCall) *ipamv1.
 	}
 	resp, err := handler(r.svc, ctx, func(m any) error {
 		if err := proto.Unmarshal(c.GetRequest(), m.(proto.Message)); err != nil {
-			return status.Errorf(codes.InvalidArgument, "relay: decoding the %s request: %v", c.GetMethod(), err)
+			why := status.Convert(grpcdecode.Error(c.GetRequest(), m.(proto.Message), err)).Message()
+			return status.Errorf(codes.InvalidArgument, "relay: decoding the %s request: %s", c.GetMethod(), why)
 		}
 		return nil
 	}, r.chain)

@@ -1,9 +1,14 @@
 package server
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 )
 
 // TestRelayWorkersAreKeptAndBounded: the goroutines that run relayed
@@ -44,5 +49,17 @@ func waitFor(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not met in 10 s")
 		}
+	}
+}
+
+// TestRelayMalformedRequest: a relayed request that does not decode is
+// answered InvalidArgument naming the field, as the call made directly.
+func TestRelayMalformedRequest(t *testing.T) {
+	r := newRelayServer(nil, nil, nil, nil)
+	defer r.close()
+	a := r.run(context.Background(), &ipamv1.ForwardedCall{Id: 7, Method: ipamv1.IPAM_Allocate_FullMethodName, Request: []byte{0x0a, 0x40}})
+	want := "relay: decoding the " + ipamv1.IPAM_Allocate_FullMethodName + " request: allocation: malformed value: unexpected EOF"
+	if a.GetId() != 7 || codes.Code(a.GetCode()) != codes.InvalidArgument || a.GetMessage() != want {
+		t.Fatalf("answer %v, want InvalidArgument %q", a, want)
 	}
 }

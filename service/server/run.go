@@ -22,6 +22,7 @@ import (
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/client"
+	"github.com/nephio-project/ipam/service/grpcdecode"
 	"github.com/nephio-project/ipam/service/grpcopt"
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/server/authz"
@@ -409,9 +410,9 @@ func (in *instance) buildGRPC(lis net.Listener) error {
 	cfg, sec, log := in.cfg, in.sec, in.log
 	// The codec's interceptors come first: they answer a request the codec
 	// could not decode before anything else sees it.
-	codec := newUTF8Codec(newAdmissionCodec())
-	unary := []grpc.UnaryServerInterceptor{codec.unary, in.calls.unary}
-	stream := []grpc.StreamServerInterceptor{codec.stream, in.calls.stream}
+	codec := grpcdecode.New(newAdmissionCodec())
+	unary := []grpc.UnaryServerInterceptor{codec.Unary, in.calls.unary}
+	stream := []grpc.StreamServerInterceptor{codec.Stream, in.calls.stream}
 	if sec.clientCAs != nil || sec.policy != nil {
 		in.auth = &authenticator{clientCAs: sec.clientCAs, policy: sec.policy, log: log, certs: map[[32]byte]verified{}}
 		unary, stream = append(unary, in.auth.unary), append(stream, in.auth.stream)

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -141,6 +143,44 @@ func (e *e2e) cnitool(t *testing.T, cmd, net, ctr, pod, uid string) (string, err
 	return out.String(), err
 }
 
+// network11 writes a network configuration of CNI 1.1.0 into NETCONFPATH
+// with nv-ipam as its only plugin: GC and STATUS need 1.1.0, which
+// Debian's bridge plugin (CNI 1.0.0 at most) refuses, and an IPAM plugin
+// answers both on its own.
+func (e *e2e) network11(t *testing.T, name, ipam string) {
+	t.Helper()
+	conf := `{"cniVersion":"1.1.0","name":"` + name + `","type":"nv-ipam",` +
+		`"ipam":{"type":"nv-ipam","confDir":"` + filepath.Join(e.dir, "cni-conf") + `"` + ipam + `}}`
+	if err := os.WriteFile(filepath.Join(e.netconfs, name+".conf"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gc runs CNI GC of network net with the valid attachments given, through
+// libcni as a runtime does (cnitool gc passes none).
+func (e *e2e) gc(t *testing.T, net string, valid ...types.GCAttachment) error {
+	t.Helper()
+	list, err := libcni.LoadNetworkConf(e.netconfs, net)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := libcni.NewCNIConfig([]string{e.tools, filepath.Join(e.dir, "cni-bin")}, nil)
+	return cfg.GCNetworkList(context.Background(), list, &libcni.GCArgs{ValidAttachments: valid})
+}
+
+// setPool1Exclusions replaces the exclusions of pool1.
+func (e *e2e) setPool1Exclusions(t *testing.T, xs []nvv1alpha1.ExcludeRange) {
+	t.Helper()
+	var p nvv1alpha1.IPPool
+	if err := e.cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: "kube-system", Name: "pool1"}, &p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Exclusions = xs
+	if err := e.cluster.Client.Update(context.Background(), &p); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // containerID is the id cnitool gives the container of netns ctr.
 func containerID(ctr string) string {
 	s := sha512.Sum512([]byte("/var/run/netns/" + ctr))
@@ -256,6 +296,10 @@ func TestNetnsEndToEnd(t *testing.T) {
 	e.network(t, "pool1", "br-v4", "")
 	e.network(t, "dual", "br-dual", `,"poolName":"pool1,pool6"`)
 	e.network(t, "cidr", "br-cidr", `,"poolName":"cpool","poolType":"CIDRPool"`)
+	e.network(t, "pool1b", "br-gb", `,"poolName":"pool1"`)
+	e.network11(t, "ready11", `,"poolName":"pool1,pool6"`)
+	e.network11(t, "noblock11", `,"poolName":"pool1,no-such-pool"`)
+	e.network11(t, "gc11", `,"poolName":"pool1"`)
 
 	var first netip.Prefix
 	t.Run("add gives host-b's first address on eth0", func(t *testing.T) {
@@ -397,6 +441,9 @@ func TestNetnsEndToEnd(t *testing.T) {
 		if code != 1 || !strings.Contains(stdout, `"code": 50`) {
 			t.Fatalf("STATUS without the daemon: exit %d %s", code, stdout)
 		}
+		if _, err := e.cnitool(t, "status", "ready11", ctr, "probe", "uid-probe"); err == nil || !strings.Contains(err.Error(), "does not answer") {
+			t.Fatalf("cnitool status without the daemon: %v, want it not ready", err)
+		}
 		e.startNode(t)
 		if c := e.isAllocated(cid, ipp, "pool1"); c != codes.OK {
 			t.Fatalf("after the restart IsAllocated is %s: the allocation of %v was lost", c, before)
@@ -410,7 +457,7 @@ func TestNetnsEndToEnd(t *testing.T) {
 		if c := e.isAllocated(cid, ipp, "pool1"); c != codes.NotFound {
 			t.Fatalf("after DEL IsAllocated is %s", c)
 		}
-		stdout, _, code = runPlugin(t, e.pluginEnv("STATUS", ""), e.pluginConf("1.1.0", ""))
+		stdout, _, code = runPlugin(t, e.pluginEnv("STATUS", ""), e.pluginConf("1.1.0", `,"poolName":"pool1"`))
 		if code != 0 || stdout != "" {
 			t.Fatalf("STATUS with the daemon: exit %d %s", code, stdout)
 		}
@@ -504,6 +551,90 @@ func TestNetnsEndToEnd(t *testing.T) {
 			}
 			if c := e.isAllocated(fmt.Sprintf("load%d", i), ipp, "big"); c != codes.NotFound {
 				t.Fatalf("load%d after DEL: IsAllocated %s", i, c)
+			}
+		}
+	})
+
+	t.Run("CNI 1.1: STATUS, GC of what is not valid, CHECK of the block", func(t *testing.T) {
+		// STATUS: ready when the node holds a block of every pool, 50
+		// naming the pool when it holds none of one.
+		if _, err := e.cnitool(t, "status", "ready11", e.nodeNS, "probe", "uid-probe"); err != nil {
+			t.Fatalf("STATUS with blocks of pool1 and pool6: %v", err)
+		}
+		_, err := e.cnitool(t, "status", "noblock11", e.nodeNS, "probe", "uid-probe")
+		if err == nil || !strings.Contains(err.Error(), `not ready: pool "no-such-pool"`) {
+			t.Fatalf("STATUS without a block of no-such-pool: %v, want not ready naming it", err)
+		}
+
+		// GC: two containers added by the bridge plugin (each on a bridge
+		// of its own, as the bridge plugin's CHECK compares the bridge's
+		// MAC address with the one of its ADD), and an orphan allocation
+		// no runtime knows of (its DEL was lost). A GC that lists only
+		// the first keeps it and releases the other two.
+		ctrA, ctrB := netns(t, "ga"), netns(t, "gb")
+		for _, x := range []struct{ net, ctr, pod string }{{"pool1", ctrA, "pod-ga"}, {"pool1b", ctrB, "pod-gb"}} {
+			if _, err := e.cnitool(t, "add", x.net, x.ctr, x.pod, "uid-"+x.pod); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.api.Allocate(ctx, &nodev1.AllocateRequest{Parameters: params("orphan", ipp, "pool1")}); err != nil {
+			t.Fatal(err)
+		}
+		cidA, cidB := containerID(ctrA), containerID(ctrB)
+		if err := e.gc(t, "gc11", types.GCAttachment{ContainerID: cidA, IfName: "eth0"}, types.GCAttachment{ContainerID: cidB, IfName: "net9"}); err != nil {
+			t.Fatalf("GC: %v", err)
+		}
+		if c := e.isAllocated(cidA, ipp, "pool1"); c != codes.OK {
+			t.Fatalf("a valid attachment after GC: IsAllocated %s", c)
+		}
+		for _, cid := range []string{cidB, "orphan"} {
+			if c := e.isAllocated(cid, ipp, "pool1"); c != codes.NotFound {
+				t.Fatalf("%s after GC: IsAllocated %s, want it released", cid, c)
+			}
+		}
+		if _, err := e.cnitool(t, "check", "pool1b", ctrB, "pod-gb", "uid-pod-gb"); err == nil || !strings.Contains(err.Error(), "does not hold its addresses") {
+			t.Fatalf("CHECK of a collected attachment: %v, want it to fail", err)
+		}
+
+		// CHECK: the address must still be inside the node's block. An
+		// exclusion over A's address takes it out of the block: CHECK
+		// fails with 104 until the exclusion goes.
+		a := addrs(t, ctrA)[0].Addr()
+		if _, err := e.cnitool(t, "check", "pool1", ctrA, "pod-ga", "uid-pod-ga"); err != nil {
+			t.Fatalf("CHECK: %v", err)
+		}
+		e.setPool1Exclusions(t, []nvv1alpha1.ExcludeRange{{StartIP: a.String(), EndIP: a.String()}})
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+			_, err = e.cnitool(t, "check", "pool1", ctrA, "pod-ga", "uid-pod-ga")
+			if err != nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err == nil || !strings.Contains(err.Error(), "outside the node's block") {
+			t.Fatalf("CHECK of an excluded address: %v, want it outside the block", err)
+		}
+		t.Logf("CHECK of %s once excluded: %s", a, strings.Join(strings.Fields(err.Error()), " "))
+		e.setPool1Exclusions(t, nil)
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+			if _, err = e.cnitool(t, "check", "pool1", ctrA, "pod-ga", "uid-pod-ga"); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("CHECK once the exclusion is gone: %v", err)
+		}
+
+		// cnitool gc passes no valid attachment: everything of gc11's pool
+		// goes.
+		if _, err := e.cnitool(t, "gc", "gc11", e.nodeNS, "probe", "uid-probe"); err != nil {
+			t.Fatalf("cnitool gc: %v", err)
+		}
+		if c := e.isAllocated(cidA, ipp, "pool1"); c != codes.NotFound {
+			t.Fatalf("after cnitool gc: IsAllocated %s", c)
+		}
+		for _, x := range []struct{ net, ctr, pod string }{{"pool1", ctrA, "pod-ga"}, {"pool1b", ctrB, "pod-gb"}} {
+			if _, err := e.cnitool(t, "del", x.net, x.ctr, x.pod, "uid-"+x.pod); err != nil {
+				t.Fatal(err)
 			}
 		}
 	})

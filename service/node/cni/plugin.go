@@ -17,10 +17,12 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	ipamnodev1 "github.com/nephio-project/ipam/api/proto/ipam/node/v1"
 	nodev1 "github.com/nephio-project/ipam/api/proto/nvidia/ipam/node/v1"
 )
 
@@ -158,8 +160,8 @@ func (c *call) params(args *skel.CmdArgs) *nodev1.IPAMParameters {
 	return req
 }
 
-// invoke dials the daemon and runs fn within daemonCallTimeoutSeconds.
-func (c *call) invoke(fn func(context.Context, nodev1.IPAMServiceClient) error) error {
+// dial dials the daemon and runs fn within daemonCallTimeoutSeconds.
+func (c *call) dial(fn func(context.Context, *grpc.ClientConn) error) error {
 	conn, err := Dial(c.cfg.IPAM.DaemonSocket)
 	if err != nil {
 		return err
@@ -167,7 +169,40 @@ func (c *call) invoke(fn func(context.Context, nodev1.IPAMServiceClient) error) 
 	defer func() { _ = conn.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(c.cfg.IPAM.DaemonCallTimeoutSeconds)*time.Second)
 	defer cancel()
-	return fn(ctx, nodev1.NewIPAMServiceClient(conn))
+	return fn(ctx, conn)
+}
+
+// invoke runs fn on NVIDIA's node API of the daemon.
+func (c *call) invoke(fn func(context.Context, nodev1.IPAMServiceClient) error) error {
+	return c.dial(func(ctx context.Context, conn *grpc.ClientConn) error {
+		return fn(ctx, nodev1.NewIPAMServiceClient(conn))
+	})
+}
+
+// invokeNode runs fn on the project's ipam.node.v1.NodeAllocations of the
+// daemon (NVIDIA's daemon answers Unimplemented).
+func (c *call) invokeNode(fn func(context.Context, ipamnodev1.NodeAllocationsClient) error) error {
+	return c.dial(func(ctx context.Context, conn *grpc.ClientConn) error {
+		return fn(ctx, ipamnodev1.NewNodeAllocationsClient(conn))
+	})
+}
+
+// holdsAlready tells, after Allocate answered AlreadyExists, whether the
+// container's interface itself already holds what it asked for (NVIDIA's
+// daemon answers a repeated ADD so) rather than another container: the
+// daemon's Check when it serves one, else IsAllocated.
+func (c *call) holdsAlready(args *skel.CmdArgs) bool {
+	err := c.invokeNode(func(ctx context.Context, cl ipamnodev1.NodeAllocationsClient) error {
+		_, err := cl.Check(ctx, &ipamnodev1.CheckRequest{Parameters: c.params(args)})
+		return err
+	})
+	if status.Code(err) == codes.Unimplemented {
+		err = c.invoke(func(ctx context.Context, cl nodev1.IPAMServiceClient) error {
+			_, err := cl.IsAllocated(ctx, &nodev1.IsAllocatedRequest{Parameters: c.params(args)})
+			return err
+		})
+	}
+	return err == nil
 }
 
 // Add is CNI ADD: Allocate, and the result on stdout.
@@ -181,6 +216,10 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 		resp, err = cl.Allocate(ctx, &nodev1.AllocateRequest{Parameters: c.params(args)})
 		return err
 	}); err != nil {
+		if status.Code(err) == codes.AlreadyExists && c.holdsAlready(args) {
+			return c.fail(types.NewError(ErrContainerHoldsAddress, "nv-ipam: container "+quote(args.ContainerID)+" interface "+quote(args.IfName)+
+				" already holds an address in the pools; the daemon hands out no second one (DEL the interface first)", capDetail(status.Convert(err).Message())))
+		}
 		return c.fail(daemonError("Allocate", c.cfg.IPAM.DaemonSocket, err))
 	}
 	res, terr := toResult(c.cfg.Pools, resp)
@@ -222,11 +261,33 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	return c.done()
 }
 
-// Check is CNI CHECK: IsAllocated.
+// Check is CNI CHECK: the daemon's Check (ipam.node.v1.NodeAllocations)
+// verifies that the container's interface still holds the addresses of
+// its result (prevResult), each still inside the node's block. A daemon
+// that does not serve it (NVIDIA's) is asked IsAllocated instead, which
+// only says whether the interface holds an address in every pool.
 func (p *Plugin) Check(args *skel.CmdArgs) error {
 	c, err := p.start("CHECK", args, true)
 	if err != nil {
 		return err
+	}
+	req := c.params(args)
+	prev, terr := prevResultIPs(args.StdinData, len(c.cfg.Pools))
+	if terr != nil {
+		return c.fail(terr)
+	}
+	if prev != nil {
+		req.RequestedIps = prev
+	}
+	err = c.invokeNode(func(ctx context.Context, cl ipamnodev1.NodeAllocationsClient) error {
+		_, err := cl.Check(ctx, &ipamnodev1.CheckRequest{Parameters: req})
+		return err
+	})
+	switch {
+	case err == nil:
+		return c.done("ips", req.RequestedIps)
+	case status.Code(err) != codes.Unimplemented:
+		return c.fail(daemonError("Check", c.cfg.IPAM.DaemonSocket, err))
 	}
 	if err := c.invoke(func(ctx context.Context, cl nodev1.IPAMServiceClient) error {
 		_, err := cl.IsAllocated(ctx, &nodev1.IsAllocatedRequest{Parameters: c.params(args)})
@@ -234,20 +295,40 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	}); err != nil {
 		return c.fail(daemonError("IsAllocated", c.cfg.IPAM.DaemonSocket, err))
 	}
-	return c.done()
+	return c.done("note", "the daemon serves no ipam.node.v1.NodeAllocations: only checked that the interface holds an address in every pool")
 }
 
-// GC is CNI GC (spec 1.1.0). The node API has no call listing a node's
-// allocations, so the plugin cannot release those missing from
-// cni.dev/valid-attachments: it checks the configuration and succeeds,
-// which the spec allows (a plugin SHOULD remove stale resources). The
-// daemon releases the allocations of pods that no longer exist itself.
+// GC is CNI GC (spec 1.1.0): the daemon's GarbageCollect
+// (ipam.node.v1.NodeAllocations) releases every allocation the node holds
+// in the network's pools whose container and interface are not among
+// cni.dev/valid-attachments. A daemon that does not serve it (NVIDIA's)
+// fails the GC with ErrDaemonLacksCall, nothing released.
 func (p *Plugin) GC(args *skel.CmdArgs) error {
 	c, err := p.start("GC", args, false)
 	if err != nil {
 		return err
 	}
-	return c.done("note", "nothing to do: the node daemon releases the allocations of deleted pods")
+	valid, terr := validAttachments(args.StdinData)
+	if terr != nil {
+		return c.fail(terr)
+	}
+	var resp *ipamnodev1.GarbageCollectResponse
+	if err := c.invokeNode(func(ctx context.Context, cl ipamnodev1.NodeAllocationsClient) (err error) {
+		resp, err = cl.GarbageCollect(ctx, &ipamnodev1.GarbageCollectRequest{PoolType: c.cfg.PoolTypeProto(), Pools: c.cfg.Pools, ValidAttachments: valid},
+			grpc.MaxCallRecvMsgSize(maxGCResponseBytes))
+		return err
+	}); err != nil {
+		if status.Code(err) == codes.Unimplemented {
+			return c.fail(types.NewError(ErrDaemonLacksCall, "nv-ipam: GC: the daemon at "+c.cfg.IPAM.DaemonSocket+
+				" does not serve ipam.node.v1.NodeAllocations (NVIDIA's daemon?): nothing was released", capDetail(status.Convert(err).Message())))
+		}
+		return c.fail(daemonError("GarbageCollect", c.cfg.IPAM.DaemonSocket, err))
+	}
+	released := make([]string, 0, len(resp.GetReleased()))
+	for _, r := range resp.GetReleased() {
+		released = append(released, r.GetPool()+" "+r.GetIp()+" "+r.GetAttachment().GetIfname()+"/"+r.GetAttachment().GetContainerId())
+	}
+	return c.done("valid", len(valid), "released", released)
 }
 
 // Status is CNI STATUS (spec 1.1.0): success when the daemon answers a
@@ -276,5 +357,30 @@ func (p *Plugin) Status(args *skel.CmdArgs) error {
 	case resp.GetStatus() != healthpb.HealthCheckResponse_SERVING:
 		return c.fail(types.NewError(ErrPluginNotAvailable, "nv-ipam: the daemon at "+c.cfg.IPAM.DaemonSocket+" is "+resp.GetStatus().String(), ""))
 	}
-	return c.done()
+	return c.poolStatus()
+}
+
+// poolStatus is STATUS's second question: does the node hold a block of
+// every pool of the network? A daemon that cannot say (NVIDIA's) counts
+// as ready.
+func (c *call) poolStatus() error {
+	var resp *ipamnodev1.PoolStatusResponse
+	err := c.invokeNode(func(ctx context.Context, cl ipamnodev1.NodeAllocationsClient) (err error) {
+		resp, err = cl.PoolStatus(ctx, &ipamnodev1.PoolStatusRequest{PoolType: c.cfg.PoolTypeProto(), Pools: c.cfg.Pools})
+		return err
+	})
+	switch {
+	case status.Code(err) == codes.Unimplemented:
+		return c.done("note", "the daemon serves no ipam.node.v1.NodeAllocations: it cannot say whether the node holds a block of the pools")
+	case err != nil:
+		return c.fail(types.NewError(ErrPluginNotAvailable, "nv-ipam: the daemon at "+c.cfg.IPAM.DaemonSocket+" does not answer PoolStatus", capDetail(status.Convert(err).Message())))
+	case len(resp.GetPools()) != len(c.cfg.Pools):
+		return c.fail(types.NewError(ErrPluginNotAvailable, "nv-ipam: unexpected answer from the daemon", fmt.Sprintf("%d pool states for %d pools", len(resp.GetPools()), len(c.cfg.Pools))))
+	}
+	for i, st := range resp.GetPools() {
+		if !st.GetReady() {
+			return c.fail(types.NewError(ErrPluginNotAvailable, "nv-ipam: not ready: pool "+quote(c.cfg.Pools[i])+" cannot hand out addresses on this node", capDetail(st.GetReason())))
+		}
+	}
+	return c.done("pools", c.cfg.Pools)
 }

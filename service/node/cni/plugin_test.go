@@ -17,7 +17,9 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	ipamnodev1 "github.com/nephio-project/ipam/api/proto/ipam/node/v1"
 	nodev1 "github.com/nephio-project/ipam/api/proto/nvidia/ipam/node/v1"
 )
 
@@ -30,6 +32,33 @@ type faultDaemon struct {
 	dealloc  func(context.Context, *nodev1.DeallocateRequest) (*nodev1.DeallocateResponse, error)
 	check    func(context.Context, *nodev1.IsAllocatedRequest) (*nodev1.IsAllocatedResponse, error)
 	got      chan *nodev1.IPAMParameters
+	// node, when set, serves ipam.node.v1.NodeAllocations too; without it
+	// the daemon is NVIDIA's, which answers Unimplemented.
+	node *faultNode
+}
+
+// faultNode is the project's NodeAllocations service of a faultDaemon.
+type faultNode struct {
+	ipamnodev1.UnimplementedNodeAllocationsServer
+	gc     func(context.Context, *ipamnodev1.GarbageCollectRequest) (*ipamnodev1.GarbageCollectResponse, error)
+	status func(context.Context, *ipamnodev1.PoolStatusRequest) (*ipamnodev1.PoolStatusResponse, error)
+	check  func(context.Context, *ipamnodev1.CheckRequest) (*ipamnodev1.CheckResponse, error)
+	got    chan proto.Message
+}
+
+func (n *faultNode) GarbageCollect(ctx context.Context, r *ipamnodev1.GarbageCollectRequest) (*ipamnodev1.GarbageCollectResponse, error) {
+	n.got <- r
+	return n.gc(ctx, r)
+}
+
+func (n *faultNode) PoolStatus(ctx context.Context, r *ipamnodev1.PoolStatusRequest) (*ipamnodev1.PoolStatusResponse, error) {
+	n.got <- r
+	return n.status(ctx, r)
+}
+
+func (n *faultNode) Check(ctx context.Context, r *ipamnodev1.CheckRequest) (*ipamnodev1.CheckResponse, error) {
+	n.got <- r
+	return n.check(ctx, r)
 }
 
 func (d *faultDaemon) Allocate(ctx context.Context, r *nodev1.AllocateRequest) (*nodev1.AllocateResponse, error) {
@@ -78,6 +107,10 @@ func serveFault(t *testing.T, d *faultDaemon, hs healthpb.HealthCheckResponse_Se
 	srv := grpc.NewServer()
 	d.got = make(chan *nodev1.IPAMParameters, 1)
 	nodev1.RegisterIPAMServiceServer(srv, d)
+	if d.node != nil {
+		d.node.got = make(chan proto.Message, 4)
+		ipamnodev1.RegisterNodeAllocationsServer(srv, d.node)
+	}
 	if hs != healthpb.HealthCheckResponse_UNKNOWN {
 		h := health.NewServer()
 		h.SetServingStatus("", hs)
@@ -231,12 +264,12 @@ func TestDaemonFaults(t *testing.T) {
 	}
 }
 
-// TestUnreachableDaemon: with nothing listening, ADD, DEL and CHECK fail
-// with ErrTryAgainLater (11), STATUS with 50; GC succeeds.
+// TestUnreachableDaemon: with nothing listening, ADD, DEL, CHECK and GC
+// fail with ErrTryAgainLater (11), STATUS with 50.
 func TestUnreachableDaemon(t *testing.T) {
 	sock := "unix://" + filepath.Join(shortDir(t), "none.sock")
 	p := &Plugin{Stdout: &bytes.Buffer{}}
-	for name, fn := range map[string]func(*skel.CmdArgs) error{"ADD": p.Add, "DEL": p.Del, "CHECK": p.Check} {
+	for name, fn := range map[string]func(*skel.CmdArgs) error{"ADD": p.Add, "DEL": p.Del, "CHECK": p.Check, "GC": p.GC} {
 		args, _ := cmdArgs(t, sock, "1.0.0", "")
 		if err := fn(args); err == nil || cniCode(t, err) != 11 || !strings.Contains(err.Error(), "unavailable") {
 			t.Errorf("%s: %v, want code 11", name, err)
@@ -245,9 +278,6 @@ func TestUnreachableDaemon(t *testing.T) {
 	args, _ := cmdArgs(t, sock, "1.1.0", "")
 	if err := p.Status(args); err == nil || cniCode(t, err) != ErrPluginNotAvailable {
 		t.Errorf("STATUS: %v, want code 50", err)
-	}
-	if err := p.GC(args); err != nil {
-		t.Errorf("GC: %v", err)
 	}
 }
 

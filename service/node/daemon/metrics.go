@@ -16,6 +16,7 @@ type Metrics struct {
 	Registry *prometheus.Registry
 	calls    *prometheus.HistogramVec
 	stale    prometheus.Counter
+	gc       prometheus.Counter
 }
 
 // NewMetrics registers the metrics of e, and extra ones (the histograms
@@ -32,8 +33,12 @@ func NewMetrics(e *nodeipam.Engine, extra ...prometheus.Collector) *Metrics {
 			Name: "ipam_node_stale_allocations_released_total",
 			Help: "Allocations the cleanup released because their pod is gone or has another UID.",
 		}),
+		gc: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ipam_node_gc_released_total",
+			Help: "Allocations CNI GC released because the runtime did not list their container interface as valid.",
+		}),
 	}
-	m.Registry.MustRegister(m.calls, m.stale, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	m.Registry.MustRegister(m.calls, m.stale, m.gc, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&poolCollector{e: e})
 	m.Registry.MustRegister(extra...)
 	return m
@@ -42,6 +47,12 @@ func NewMetrics(e *nodeipam.Engine, extra ...prometheus.Collector) *Metrics {
 func (m *Metrics) observeCall(method string, c codes.Code, d time.Duration) {
 	if m != nil {
 		m.calls.WithLabelValues(method, c.String()).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) gcReleased(n int) {
+	if m != nil {
+		m.gc.Add(float64(n))
 	}
 }
 

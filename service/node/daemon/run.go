@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	nvv1alpha1 "github.com/nephio-project/ipam/api/nvidia/v1alpha1"
+	ipamnodev1 "github.com/nephio-project/ipam/api/proto/ipam/node/v1"
 	nodev1 "github.com/nephio-project/ipam/api/proto/nvidia/ipam/node/v1"
 	"github.com/nephio-project/ipam/service/internal/walmetrics"
 	"github.com/nephio-project/ipam/service/node/nodeipam"
@@ -61,7 +62,9 @@ func Run(ctx context.Context, cfg Config, log logr.Logger, slogger *slog.Logger)
 	}
 	metrics := NewMetrics(engine, wal.Collectors()...)
 	srv := grpc.NewServer(ServerOptions()...)
-	nodev1.RegisterIPAMServiceServer(srv, NewServer(engine, log, metrics))
+	api := NewServer(engine, log, metrics)
+	nodev1.RegisterIPAMServiceServer(srv, api)
+	ipamnodev1.RegisterNodeAllocationsServer(srv, NewAllocations(api))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	l, err := listen(cfg.BindAddress)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	nodev1 "github.com/nephio-project/ipam/api/proto/nvidia/ipam/node/v1"
+	"github.com/nephio-project/ipam/service/grpcdecode"
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/node/nodeipam"
 )
@@ -19,8 +20,9 @@ import (
 // Limits of the node API's server.
 const (
 	// MaxRequestBytes caps a request: two pool names, ids and metadata
-	// take well under 2 KiB.
-	MaxRequestBytes = 16 << 10
+	// take well under 2 KiB; a GarbageCollect's valid attachments (at most
+	// nodeipam.MaxAttachments, about 80 bytes each) take the most.
+	MaxRequestBytes = 1 << 20
 	// MaxConcurrentCalls bounds the calls served at once; more wait.
 	MaxConcurrentCalls = 256
 	// maxMessage caps an error message.
@@ -40,11 +42,12 @@ func NewServer(e *nodeipam.Engine, log logr.Logger, m *Metrics) *Server {
 	return &Server{engine: e, log: log, metrics: m}
 }
 
-// ServerOptions are the gRPC options of the node API: the request size
-// cap and the bound on concurrent calls.
+// ServerOptions are the gRPC options of the node API: a request that does
+// not decode answered InvalidArgument naming the field (grpcdecode), the
+// request size cap and the bound on concurrent calls.
 func ServerOptions() []grpc.ServerOption {
 	sem := make(chan struct{}, MaxConcurrentCalls)
-	return []grpc.ServerOption{
+	return append(grpcdecode.ServerOptions(),
 		grpc.MaxRecvMsgSize(MaxRequestBytes),
 		grpc.MaxConcurrentStreams(MaxConcurrentCalls),
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
@@ -57,7 +60,7 @@ func ServerOptions() []grpc.ServerOption {
 			defer func() { <-sem }()
 			return h(ctx, req)
 		}),
-	}
+	)
 }
 
 // requestOf reads the parameters of a call.
@@ -119,6 +122,8 @@ func statusOf(err error) error {
 		c = codes.ResourceExhausted
 	case errors.Is(err, ipam.ErrUnavailable):
 		c = codes.Unavailable
+	case errors.Is(err, nodeipam.ErrOutsideBlock):
+		c = codes.FailedPrecondition
 	}
 	msg := err.Error()
 	if len(msg) > maxMessage {

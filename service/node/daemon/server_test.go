@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	ipamnodev1 "github.com/nephio-project/ipam/api/proto/ipam/node/v1"
 	nodev1 "github.com/nephio-project/ipam/api/proto/nvidia/ipam/node/v1"
 	"github.com/nephio-project/ipam/service/node/nodeipam"
 )
@@ -33,7 +34,9 @@ func serve(t testing.TB) (*nodeipam.Engine, *grpc.ClientConn) {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(ServerOptions()...)
-	nodev1.RegisterIPAMServiceServer(srv, NewServer(e, logr.Discard(), NewMetrics(e)))
+	api := NewServer(e, logr.Discard(), NewMetrics(e))
+	nodev1.RegisterIPAMServiceServer(srv, api)
+	ipamnodev1.RegisterNodeAllocationsServer(srv, NewAllocations(api))
 	go func() { _ = srv.Serve(l) }()
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -200,3 +203,79 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (rawCodec) Name() string { return "proto" }
+
+// TestMalformedRequest: a request that is not protobuf, cut short or with
+// invalid UTF-8, is answered InvalidArgument naming the field (gRPC alone
+// answers Internal), on a unix socket as the plugin calls it.
+func TestMalformedRequest(t *testing.T) {
+	e, conn := serve(t)
+	seed(t, e)
+	params := protowire.AppendTag(nil, 2, protowire.BytesType)
+	params = protowire.AppendBytes(params, []byte{'c', 0xff})
+	utf := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), params)
+	for _, tc := range []struct {
+		name string
+		req  rawMsg
+		want string
+	}{
+		{"a bad tag", rawMsg{0x00}, "request: does not decode as nvidia.ipam.node.v1.AllocateRequest: malformed tag: invalid field number"},
+		{"cut short", rawMsg{0x0a, 0x10, 0x0a}, "parameters: malformed value: unexpected EOF"},
+		{"invalid UTF-8", rawMsg(utf), "parameters.cni_containerid: holds invalid UTF-8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out rawMsg
+			err := conn.Invoke(context.Background(), nodev1.IPAMService_Allocate_FullMethodName, &tc.req, &out, grpc.ForceCodecV2(rawCodec{}))
+			if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != tc.want {
+				t.Fatalf("got %v, want InvalidArgument %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestNodeAllocations: GarbageCollect, PoolStatus and Check over the
+// socket, with the codes the plugin maps (FailedPrecondition outside the
+// block) and the GC counted.
+func TestNodeAllocations(t *testing.T) {
+	e, conn := serve(t)
+	seed(t, e)
+	ctx := context.Background()
+	api := nodev1.NewIPAMServiceClient(conn)
+	for _, cid := range []string{"keep", "gone"} {
+		if _, err := api.Allocate(ctx, &nodev1.AllocateRequest{Parameters: params(cid, "pool1")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node := ipamnodev1.NewNodeAllocationsClient(conn)
+	st, err := node.PoolStatus(ctx, &ipamnodev1.PoolStatusRequest{Pools: []string{"pool1", "pool2"}})
+	if err != nil || len(st.GetPools()) != 2 || !st.GetPools()[0].GetReady() || st.GetPools()[1].GetReady() || st.GetPools()[1].GetReason() == "" {
+		t.Fatalf("PoolStatus: %v %v", st, err)
+	}
+	gc, err := node.GarbageCollect(ctx, &ipamnodev1.GarbageCollectRequest{Pools: []string{"pool1"},
+		ValidAttachments: []*ipamnodev1.Attachment{{ContainerId: "keep", Ifname: "net1"}}})
+	if err != nil || len(gc.GetReleased()) != 1 || gc.GetReleased()[0].GetAttachment().GetContainerId() != "gone" || gc.GetReleased()[0].GetIp() != "192.168.0.26/16" {
+		t.Fatalf("GarbageCollect: %v %v", gc, err)
+	}
+	check := func(p *nodev1.IPAMParameters) codes.Code {
+		_, err := node.Check(ctx, &ipamnodev1.CheckRequest{Parameters: p})
+		return status.Code(err)
+	}
+	keep := params("keep", "pool1")
+	keep.RequestedIps = []string{"192.168.0.25"}
+	if c := check(keep); c != codes.OK {
+		t.Fatalf("Check of keep: %s", c)
+	}
+	if c := check(params("gone", "pool1")); c != codes.NotFound {
+		t.Fatalf("Check of a collected interface: %s", c)
+	}
+	moved := &nodeipam.Block{Network: netip.MustParsePrefix("192.168.0.0/16"), Start: netip.MustParseAddr("192.168.0.100"), End: netip.MustParseAddr("192.168.0.120")}
+	if _, err := e.SetPool(ctx, nodeipam.PoolKey{Type: nodeipam.IPPool, Name: "pool1"}, moved); err != nil {
+		t.Fatal(err)
+	}
+	if c := check(keep); c != codes.FailedPrecondition {
+		t.Fatalf("Check outside the block: %s, want FailedPrecondition", c)
+	}
+	if _, err := node.GarbageCollect(ctx, &ipamnodev1.GarbageCollectRequest{Pools: []string{"pool1"},
+		ValidAttachments: []*ipamnodev1.Attachment{{ContainerId: "", Ifname: "net1"}}}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("GarbageCollect of an empty container id: %v", err)
+	}
+}

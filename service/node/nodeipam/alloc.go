@@ -3,6 +3,7 @@ package nodeipam
 import (
 	"cmp"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -92,33 +93,13 @@ func checkText(field, s string, max int) error {
 // Validate checks every field of a request as an attacker could send it:
 // each error wraps ipam.ErrInvalid and names the field.
 func (r *Request) Validate() error {
-	switch r.Type {
-	case IPPool, CIDRPool:
-	default:
-		return invalid("parameters.pool_type", "%s is not a pool type", ipam.Quote(string(r.Type)))
-	}
-	if len(r.Pools) == 0 {
-		return invalid("parameters.pools", "at least one pool is required")
-	}
-	if len(r.Pools) > MaxPools {
-		return invalid("parameters.pools", "%d pools; at most %d", len(r.Pools), MaxPools)
-	}
-	for i, p := range r.Pools {
-		f := "parameters.pools[" + strconv.Itoa(i) + "]"
-		if p == "" {
-			return invalid(f, "a pool name is required")
-		}
-		if err := checkText(f, p, ipam.MaxNameLength); err != nil {
-			return err
-		}
-		if slices.Contains(r.Pools[:i], p) {
-			return invalid(f, "%s is named twice", ipam.Quote(p))
-		}
-	}
-	if err := checkContainerID(r.ContainerID); err != nil {
+	if err := checkPools("parameters.", r.Type, r.Pools); err != nil {
 		return err
 	}
-	if err := checkIfName(r.IfName); err != nil {
+	if err := checkContainerID("parameters.cni_containerid", r.ContainerID); err != nil {
+		return err
+	}
+	if err := checkIfName("parameters.cni_ifname", r.IfName); err != nil {
 		return err
 	}
 	for _, c := range []struct {
@@ -151,8 +132,37 @@ func (r *Request) Validate() error {
 	return nil
 }
 
-func checkContainerID(s string) error {
-	const f = "parameters.cni_containerid"
+// checkPools checks a pool type and one or two pool names, the fields
+// named after prefix ("parameters.").
+func checkPools(prefix string, t PoolType, pools []string) error {
+	switch t {
+	case IPPool, CIDRPool:
+	default:
+		return invalid(prefix+"pool_type", "%s is not a pool type", ipam.Quote(string(t)))
+	}
+	if len(pools) == 0 {
+		return invalid(prefix+"pools", "at least one pool is required")
+	}
+	if len(pools) > MaxPools {
+		return invalid(prefix+"pools", "%d pools; at most %d", len(pools), MaxPools)
+	}
+	for i, p := range pools {
+		f := prefix + "pools[" + strconv.Itoa(i) + "]"
+		if p == "" {
+			return invalid(f, "a pool name is required")
+		}
+		if err := checkText(f, p, ipam.MaxNameLength); err != nil {
+			return err
+		}
+		if slices.Contains(pools[:i], p) {
+			return invalid(f, "%s is named twice", ipam.Quote(p))
+		}
+	}
+	return nil
+}
+
+// checkContainerID checks container id s of field f.
+func checkContainerID(f, s string) error {
 	if s == "" {
 		return invalid(f, "a container id is required")
 	}
@@ -169,8 +179,8 @@ func checkContainerID(s string) error {
 	return nil
 }
 
-func checkIfName(s string) error {
-	const f = "parameters.cni_ifname"
+// checkIfName checks interface name s of field f.
+func checkIfName(f, s string) error {
 	switch {
 	case s == "":
 		return invalid(f, "an interface name is required")
@@ -330,7 +340,7 @@ func (e *Engine) request(p *pool, owner string, r *Request, want netip.Addr) (ip
 			return ipam.Allocation{}, invalid("parameters.features.allocate_default_gateway", "%s has no gateway", p.key)
 		}
 		want = b.Gateway
-		sel[labelGatewayOf] = addrName(b.Gateway)
+		sel[labelGatewayOf] = addrLabel(b.Gateway)
 	case want.IsValid() && !b.Contains(want):
 		return ipam.Allocation{}, invalid("parameters.requested_ips", "%s is not an address of the node's block %s-%s of %s (or is excluded, or the gateway)",
 			want, b.Start, b.End, p.key)
@@ -390,43 +400,72 @@ func addOffset(a netip.Addr, n uint64) (netip.Addr, bool) {
 	return out, true
 }
 
-// podLabels are the labels of an allocation: the pod's metadata (a pod
-// name longer than a label value is cut into numbered labels) and the
-// creation time.
+// podLabels are the labels of an allocation: the pod's metadata (see
+// setMeta) and the creation time.
 func podLabels(p Pod, now time.Time) ipam.Labels {
 	l := ipam.Labels{labelCreated: strconv.FormatInt(now.Unix(), 10)}
-	set := func(k, v string) {
-		if v != "" {
-			l[k] = v
-		}
-	}
-	set(labelPodNS, p.Namespace)
-	set(labelPodUID, p.UID)
-	set(labelDeviceID, p.DeviceID)
-	if len(p.Name) <= ipam.MaxLabelValueLength {
-		set(labelPodName, p.Name)
-	} else {
-		for i := 0; i*ipam.MaxLabelValueLength < len(p.Name); i++ {
-			l[labelPodName+"."+strconv.Itoa(i)] = p.Name[i*ipam.MaxLabelValueLength : min(len(p.Name), (i+1)*ipam.MaxLabelValueLength)]
-		}
-	}
+	setMeta(l, labelPodNS, p.Namespace)
+	setMeta(l, labelPodUID, p.UID)
+	setMeta(l, labelDeviceID, p.DeviceID)
+	setMeta(l, labelPodName, p.Name)
 	return l
+}
+
+// hexPiece is the suffix of the labels that hold a hex-encoded value.
+const hexPiece = ".hex."
+
+// setMeta keeps v under key in l, as the allocation core takes labels
+// (Kubernetes label syntax): as it is when it is a label value, else
+// hex-encoded in pieces of at most a label value's length under key.hex.0,
+// key.hex.1, ... (a device id "0000:3b:00.2", a pod name longer than 63
+// bytes). An empty v is not kept.
+func setMeta(l ipam.Labels, key, v string) {
+	switch {
+	case v == "":
+	case ipam.IsLabelValue(v):
+		l[key] = v
+	default:
+		h := hex.EncodeToString([]byte(v))
+		for i := 0; i*ipam.MaxLabelValueLength < len(h); i++ {
+			l[key+hexPiece+strconv.Itoa(i)] = h[i*ipam.MaxLabelValueLength : min(len(h), (i+1)*ipam.MaxLabelValueLength)]
+		}
+	}
+}
+
+// getMeta reads setMeta's value back, and the form older versions
+// stored: a pod name longer than a label value cut into key.0, key.1, ...
+func getMeta(l ipam.Labels, key string) string {
+	if v, ok := l[key]; ok {
+		return v
+	}
+	var b strings.Builder
+	for i := 0; ; i++ {
+		v, ok := l[key+"."+strconv.Itoa(i)]
+		if !ok {
+			break
+		}
+		b.WriteString(v)
+	}
+	if b.Len() > 0 {
+		return b.String()
+	}
+	for i := 0; ; i++ {
+		v, ok := l[key+hexPiece+strconv.Itoa(i)]
+		if !ok {
+			break
+		}
+		b.WriteString(v)
+	}
+	v, err := hex.DecodeString(b.String())
+	if err != nil {
+		return ""
+	}
+	return string(v)
 }
 
 // podOf reads podLabels back.
 func podOf(l ipam.Labels) (Pod, time.Time) {
-	p := Pod{Name: l[labelPodName], Namespace: l[labelPodNS], UID: l[labelPodUID], DeviceID: l[labelDeviceID]}
-	if p.Name == "" {
-		var b strings.Builder
-		for i := 0; ; i++ {
-			v, ok := l[labelPodName+"."+strconv.Itoa(i)]
-			if !ok {
-				break
-			}
-			b.WriteString(v)
-		}
-		p.Name = b.String()
-	}
+	p := Pod{Name: getMeta(l, labelPodName), Namespace: getMeta(l, labelPodNS), UID: getMeta(l, labelPodUID), DeviceID: getMeta(l, labelDeviceID)}
 	sec, _ := strconv.ParseInt(l[labelCreated], 10, 64)
 	return p, time.Unix(sec, 0)
 }
@@ -484,27 +523,64 @@ func capMsg(s string) string {
 }
 
 // IsAllocated returns nil when the container's interface holds an address
-// in every pool named, an error wrapping ipam.ErrNotFound otherwise.
+// in every pool named, an error wrapping ipam.ErrNotFound otherwise: the
+// node API's IsAllocated, as NVIDIA's daemon answers it (Check verifies
+// more).
 func (e *Engine) IsAllocated(_ context.Context, r *Request) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
+	_, err := e.held(r)
+	return err
+}
+
+// held returns the address the container's interface holds in each pool
+// named, or an error wrapping ipam.ErrNotFound when it holds none in one.
+func (e *Engine) held(r *Request) ([]netip.Prefix, error) {
 	owner := ownerOf(r.ContainerID, r.IfName)
+	held := make([]netip.Prefix, len(r.Pools))
 	var missing error
 	err := e.a.ReadSettled(func() {
 		missing = nil
-		for _, name := range r.Pools {
+		for i, name := range r.Pools {
 			k := PoolKey{Type: r.Type, Name: name}
-			if _, err := e.a.GetAllocation(allocKey(owner, k)); err != nil {
+			rec, err := e.a.GetAllocation(allocKey(owner, k))
+			if err != nil {
 				missing = fmt.Errorf("%s: container %s interface %s holds no address: %w", k, ipam.Quote(r.ContainerID), ipam.Quote(r.IfName), ipam.ErrNotFound)
 				return
 			}
+			held[i] = rec.Result.Prefix
 		}
 	})
 	if err != nil {
+		return nil, err
+	}
+	return held, missing
+}
+
+// Check is CNI CHECK: nil when the container's interface holds an address
+// in every pool named, each still an address of the node's block of its
+// pool and, when the request names addresses (RequestedIPs: the CNI
+// result's), one of them. Otherwise an error wrapping ipam.ErrNotFound
+// (none held, or another address) or ErrOutsideBlock.
+func (e *Engine) Check(_ context.Context, r *Request) error {
+	if err := r.Validate(); err != nil {
 		return err
 	}
-	return missing
+	held, err := e.held(r)
+	if err != nil {
+		return err
+	}
+	want := make([]netip.Addr, len(r.RequestedIPs))
+	for i, s := range r.RequestedIPs {
+		want[i] = netip.MustParseAddr(s).Unmap() // validated
+	}
+	for i, name := range r.Pools {
+		if err := e.checkHeld(PoolKey{Type: r.Type, Name: name}, r, held[i], want); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Deallocate releases what the container's interface holds in every pool

@@ -30,7 +30,7 @@ const (
 	// ranges.
 	labelPrefix = "ipam-node.nephio.org/"
 	// labelGatewayOf labels the range of a pool's gateway address (the
-	// value is the address, ':' written '-').
+	// value is the address, ':' written '-', see addrLabel).
 	labelGatewayOf = labelPrefix + "gateway-of"
 	labelPodName   = labelPrefix + "pod-name"
 	labelPodNS     = labelPrefix + "pod-namespace"
@@ -243,6 +243,20 @@ var netNameReplacer = strings.NewReplacer(":", "-", "/", "_")
 func netName(n netip.Prefix) string { return "net-" + netNameReplacer.Replace(n.String()) }
 
 func addrName(a netip.Addr) string { return strings.ReplaceAll(a.String(), ":", "-") }
+
+// addrLabel is addrName as a label value, which begins and ends with a
+// letter or digit: "fd00::" is "fd00--0", "::1" is "0--1" (the same
+// address written with a zero group).
+func addrLabel(a netip.Addr) string {
+	s := addrName(a)
+	if strings.HasPrefix(s, "-") {
+		s = "0" + s
+	}
+	if strings.HasSuffix(s, "-") {
+		s += "0"
+	}
+	return s
+}
 
 func (e *Engine) poolList() []*pool {
 	e.mu.Lock()
@@ -464,7 +478,7 @@ func gatewayRange(p *pool, gw netip.Addr) ipam.IPRange {
 		NetworkInstance: p.vrf,
 		Start:           gw,
 		End:             gw,
-		Labels:          ipam.Labels{labelGatewayOf: addrName(gw)},
+		Labels:          ipam.Labels{labelGatewayOf: addrLabel(gw)},
 	}
 }
 

@@ -189,7 +189,7 @@ func (e *Engine) importRoot(root *nvRoot) (ImportReport, error) {
 		for _, id := range slices.Sorted(maps.Keys(pr.Entries)) {
 			r := pr.Entries[id]
 			ip, err := netip.ParseAddr(r.IPAddress)
-			if err != nil || checkContainerID(r.ContainerID) != nil || checkIfName(r.InterfaceName) != nil {
+			if err != nil || checkContainerID("containerID", r.ContainerID) != nil || checkIfName("interfaceName", r.InterfaceName) != nil {
 				rep.Skipped = append(rep.Skipped, k.String()+" "+ipam.Quote(id))
 				continue
 			}
