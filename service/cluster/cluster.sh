@@ -29,6 +29,10 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 STATE=${STATE:-$ROOT/bin/cluster}
+# The physical path (bin/cluster may be a link to another checkout's): the
+# containerd socket's path must stay short.
+mkdir -p "$STATE"
+STATE=$(cd -P "$STATE" && pwd)
 K8S_BIN=${K8S_BIN:-$ROOT/bin/k8s}
 TOOLS_BIN=${TOOLS_BIN:-$ROOT/bin/cluster-tools}
 IMAGES=${IMAGES:-ipam-server ipam-controller ipam-injector ipam-node ipam-fn ipamctl ipam-load}
