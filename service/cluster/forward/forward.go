@@ -54,7 +54,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	log.Info("forwarding", "listen", ln.Addr().String(), "netns", cfg.Netns, "to", cfg.To)
-	go func() { <-ctx.Done(); ln.Close() }()
+	go func() { <-ctx.Done(); _ = ln.Close() }()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -74,13 +74,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 }
 
 func relay(ctx context.Context, c net.Conn, d *dialer, to string, log *slog.Logger) {
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	up, err := d.dial(to)
 	if err != nil {
 		log.Warn("connect", "to", to, "err", err)
 		return
 	}
-	defer up.Close()
+	defer func() { _ = up.Close() }()
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
 		_, _ = io.Copy(dst, src)
@@ -127,7 +127,7 @@ func newDialer(path string) (*dialer, error) {
 		// the runtime ends it with the goroutine.
 		runtime.LockOSThread()
 		err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
-		f.Close()
+		_ = f.Close()
 		ready <- err
 		if err != nil {
 			return

@@ -127,7 +127,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	api := ipamv1.NewIPAMClient(conn)
 	var (
 		mu  sync.Mutex
@@ -199,7 +199,7 @@ func Release(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	api := ipamv1.NewIPAMClient(conn)
 	var keys []*ipamv1.Key
 	for token := ""; ; {

@@ -62,10 +62,10 @@ func Use(t testing.TB) *Cluster {
 		unavailable("%v", err)
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		lock.Close()
+		_ = lock.Close()
 		t.Fatalf("lock the cluster: %v", err)
 	}
-	t.Cleanup(func() { lock.Close() })
+	t.Cleanup(func() { _ = lock.Close() })
 	if out, err := c.Kubectl("get", "--raw", "/readyz"); err != nil {
 		unavailable("kubectl get --raw /readyz: %v: %s", err, out)
 	}
