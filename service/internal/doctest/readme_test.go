@@ -151,7 +151,9 @@ var continues = map[[2]string]bool{
 	{"service/fronts/controllers/README.md", "An entry's prefix wins"}:                true,
 	{"service/fronts/controllers/README.md", "Use it for NVIDIA per-node pools"}:      true,
 	{"service/fronts/controllers/README.md", "Give pods addresses"}:                   true,
-	{"blueprints/ipam/README.md", "Identities: mTLS and the authorization policy"}:    true,
+	{"blueprints/ipam/README.md", "Install"}:                                          true,
+	{"blueprints/ipam/README.md", "Use it"}:                                           true,
+	{"blueprints/ipam/README.md", "Remove it"}:                                        true,
 }
 
 // TestControllersReadme runs the walk-throughs of the controllers README
@@ -225,7 +227,55 @@ func TestBlueprintReadmes(t *testing.T) {
 		home := t.TempDir()
 		writeKubeconfig(t, filepath.Join(home, ".kube", "config"))
 		return home
-	}, "blueprints/ipam/README.md", "blueprints/ipam-metal3/README.md", "blueprints/ipam-nvidia/README.md")
+	}, "blueprints/ipam-metal3/README.md", "blueprints/ipam-nvidia/README.md")
+}
+
+// TestBlueprintIPAMReadme runs the walk-throughs of service/cluster's and
+// blueprints/ipam's READMEs on the project's cluster: make cluster finds it
+// up, kpt installs the package, the seed gets its results from the
+// controller pod, ipamctl runs as a Job, and kpt removes it all again. The
+// fresh copy shares the cluster, and the tools it was built with, through
+// links in its bin/; ~/.kube/config is the cluster's kubeconfig.
+func TestBlueprintIPAMReadme(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIPPED: -short (the walk-through installs the blueprint on the cluster)")
+	}
+	for _, tool := range []string{"kubectl", "kpt", "openssl", "docker"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("SKIPPED: %s is not on PATH; the walk-through runs it", tool)
+		}
+	}
+	c := clustertest.Use(t)
+	kubeconfig, err := os.ReadFile(c.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	walk(t, c.Root, func(t *testing.T, dir string) string {
+		home := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(home, ".kube"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, ".kube", "config"), kubeconfig, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []string{"k8s", "cni", "cluster"} {
+			if err := os.Symlink(filepath.Join(c.Root, "bin", d), filepath.Join(dir, "bin", d)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Cleanup(func() {
+			if t.Failed() { // what a walk-through that stopped half-way left
+				_, _ = c.Kubectl("delete", "ipallocations.ipam.nephio.org,ipprefixes.ipam.nephio.org,networkinstances.ipam.nephio.org", "--all", "--timeout=60s")
+				_, _ = c.Kpt("live", "destroy", filepath.Join(dir, "blueprints", "ipam"))
+			}
+			_, _ = c.Kubectl("wait", "--for=delete", "namespace/ipam-system", "--timeout=120s")
+			c.FreeVolumes(t)
+		})
+		return home
+	}, "service/cluster/README.md", "blueprints/ipam/README.md")
 }
 
 // writeKubeconfig starts an API server (envtest, no CRDs) for the test and

@@ -62,15 +62,11 @@ var wantExit = map[[2]string]struct {
 	code int
 	why  string
 }{
-	{"service/fronts/controllers/README.md", "kpt live init blueprints/ipam && kpt live apply blueprints/ipam --reconcile-timeout=2m"}:               {3, noKubelet},
-	{"blueprints/ipam/README.md", "kpt live apply blueprints/ipam --reconcile-timeout=2m"}:                                                           {3, noKubelet},
 	{"service/fronts/controllers/README.md", "kpt live init blueprints/ipam-nvidia && kpt live apply blueprints/ipam-nvidia --reconcile-timeout=2m"}: {3, noKubeletNode},
 	{"blueprints/ipam-nvidia/README.md", "kpt live init blueprints/ipam-nvidia && kpt live apply blueprints/ipam-nvidia --reconcile-timeout=2m"}:     {3, noKubeletNode},
 }
 
 const noKubeletNode = "the test's API server has no kubelet and no controller-manager: every object is applied, but the ipam-node DaemonSet never rolls out, so kpt waits the 2m and exits 3 (reconcile timeout)"
-
-const noKubelet = "the test's API server has no kubelet: every object is applied, but the three Deployments and the PVC never reconcile, so kpt waits the 2m and exits 3 (reconcile timeout)"
 
 // eventually matches the commands that read a state controllers are still
 // converging to, or that one replica reads of another's changes (a
