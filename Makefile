@@ -204,7 +204,9 @@ golangci-lint: ## install the pinned golangci-lint under bin/ unless it is there
 # binaries built here (CGO_ENABLED=0) and has no shell; nothing is pulled.
 # All run as the non-root uid 65532 but ipam-node, which writes into the
 # host's CNI directories as root.
-# Tags: $(VERSION) and dev.
+# Tags: $(VERSION) and dev. The build contexts' files get one fixed
+# modification time, so that a rebuild of the same binaries is the same
+# image (Docker's build cache): make cluster then imports nothing new.
 # Where `make images` builds the binaries and the build contexts.
 IMAGES_DIR ?= $(BIN)/images
 IMAGES := ipam-fn:./functions/cmd/ipam-fn:functions/Dockerfile.local \
@@ -229,6 +231,7 @@ images: ## build the images ipam-fn, ipam-server, ipam-controller, ipam-injector
 		ctx="$$out/$$name"; mkdir -p "$$ctx/data"; \
 		for p in $${pkg//+/ }; do cp "$$out/bin/$${p##*/}" "$$ctx/"; done; \
 		cp "$$dockerfile" functions/image/passwd functions/image/group "$$ctx/"; \
+		find "$$ctx" -exec touch -h -d @0 {} +; \
 		if ! id=$$(docker build --pull=false -q -t "$$name:$(VERSION)" -t "$$name:dev" -f "$$ctx/$$(basename $$dockerfile)" "$$ctx" 2>"$$ctx/build.log"); then \
 			cat "$$ctx/build.log" >&2; echo "images: docker build of $$name failed" >&2; exit 1; fi; \
 		size=$$(docker image inspect --format '{{.Size}}' "$$name:dev"); \
