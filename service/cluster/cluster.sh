@@ -362,7 +362,7 @@ images() {
 		refs+=("$name:dev")
 		[[ -n $VERSION ]] && docker image inspect "$name:$VERSION" >/dev/null 2>&1 && refs+=("$name:$VERSION")
 	done
-	if [[ -f $STATE/images.txt && "$(cat "$STATE/images.txt")" == "$ids" ]]; then
+	if [[ -f $STATE/images.txt && "$(cat "$STATE/images.txt")" == "${ids%$'\n'}" ]]; then
 		say "images unchanged"
 		return 0
 	fi
