@@ -570,7 +570,20 @@ down() {
 	fi
 	# Docker's images of the cluster's own (the product's stay).
 	docker rmi "$PAUSE_IMAGE" "$COREDNS_IMAGE" >/dev/null 2>&1 || true
+	local ino left="" pid
+	ino=$(cat "$STATE/netns-inode" 2>/dev/null || true)
+	for p in /proc/[0-9]*; do
+		pid=${p#/proc/}
+		[[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
+		if [[ -n $ino && "$(stat -L -c %i "$p/ns/net" 2>/dev/null)" == "$ino" ]] ||
+			tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -e "$STATE/" -e "netns/$NS"; then
+			left+=" $pid"
+		fi
+	done
 	rm -rf "$STATE"
+	[[ -z $left ]] || die "processes of the cluster are still running:$left"
+	! grep -q " $STATE/" /proc/self/mountinfo || die "mounts under $STATE are left"
+	! ip netns list | grep -qw "$NS" || die "the network namespace $NS is left"
 	say "down"
 }
 
