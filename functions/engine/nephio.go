@@ -1,0 +1,385 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	commonv1alpha1 "github.com/nephio-project/ipam/api/nephioresource/common/v1alpha1"
+	nipamv1alpha1 "github.com/nephio-project/ipam/api/nephioresource/ipam/v1alpha1"
+	vlanv1alpha1 "github.com/nephio-project/ipam/api/nephioresource/vlan/v1alpha1"
+	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	"github.com/nephio-project/ipam/api/translate"
+	"github.com/nephio-project/ipam/api/vocab"
+)
+
+// Nephio's resource API in a package. NetworkInstances and IPPrefixes of
+// ipam.resource.nephio.org/v1alpha1 and VLANIndexes of
+// vlan.resource.nephio.org/v1alpha1 join the package's Sync as the VRFs,
+// prefixes and VLAN indexes they declare (their items are left as they
+// are, as Nephio's ipam-fn leaves them); IPClaims and VLANClaims become
+// allocations keyed NephioIPClaimName / NephioVLANClaimName, and their
+// answers are written into the claim's status (prefix and gateway;
+// vlanID or vlanRange) and into one condition per claim of the root
+// Kptfile in the form of Nephio's condition SDK. A claim annotated
+// nephio.org/action: get reads the claim the owner holds, and fails when
+// there is none; an IPClaim's spec.index is the address at that offset of
+// the first network its selector matches.
+
+// NephioIPClaimName is the key name of an IPClaim's allocation in a
+// package's Sync: nephio-ipclaim.<name>.
+func NephioIPClaimName(name string) string { return "nephio-ipclaim." + name }
+
+// NephioVLANClaimName is the key name of a VLANClaim's allocation in a
+// package's Sync: nephio-vlanclaim.<name>.
+func NephioVLANClaimName(name string) string { return "nephio-vlanclaim." + name }
+
+// NephioConditionType is the type of the root Kptfile's condition for
+// the claim of apiVersion and kind named name, as Nephio's condition SDK
+// writes it: ipam.resource.nephio.org/v1alpha1.IPClaim.n3.
+func NephioConditionType(apiVersion, kind, name string) string {
+	return apiVersion + "." + kind + "." + name
+}
+
+// MessageNephioDone is the message of a served claim's Kptfile condition.
+const MessageNephioDone = "update done"
+
+// nephioPart is a Nephio resource read.
+type nephioPart struct {
+	// ipClaim and vlanClaim are the claim read, if o is one.
+	ipClaim   *nipamv1alpha1.IPClaim
+	vlanClaim *vlanv1alpha1.VLANClaim
+	// get: the claim reads what the owner holds (nephio.org/action: get).
+	get bool
+}
+
+// nephioKindOf is the kind of it when it is one of Nephio's resource
+// kinds this engine serves, or "".
+func nephioKindOf(it *fn.KubeObject) string {
+	for _, k := range []string{nipamv1alpha1.KindNetworkInstance, nipamv1alpha1.KindIPPrefix, nipamv1alpha1.KindIPClaim} {
+		if it.IsGVK(nipamv1alpha1.Group, nipamv1alpha1.Version, k) {
+			return k
+		}
+	}
+	for _, k := range []string{vlanv1alpha1.KindVLANIndex, vlanv1alpha1.KindVLANClaim} {
+		if it.IsGVK(vlanv1alpha1.Group, vlanv1alpha1.Version, k) {
+			return k
+		}
+	}
+	return ""
+}
+
+// isNephioClaim reports whether o is an IPClaim or VLANClaim.
+func (o *object) isNephioClaim() bool {
+	return o.nres != nil && (o.nres.ipClaim != nil || o.nres.vlanClaim != nil)
+}
+
+// addNephio reads Nephio resource o into its typed form and appends its
+// translation to req.
+func (o *object) addNephio(req *ipamv1.SyncRequest, owner string) ([]*translate.FieldError, error) {
+	meta, err := o.meta()
+	if err != nil {
+		return nil, err
+	}
+	o.nres = &nephioPart{get: o.item.GetAnnotation(commonv1alpha1.LabelAction) == commonv1alpha1.ActionGet}
+	switch o.kind {
+	case nipamv1alpha1.KindNetworkInstance:
+		ni := &nipamv1alpha1.NetworkInstance{ObjectMeta: meta}
+		w, err := o.spec(&ni.Spec)
+		if err != nil {
+			return w, err
+		}
+		o.index = len(req.NetworkInstances)
+		req.NetworkInstances = append(req.NetworkInstances, translate.NephioNetworkInstance(owner, ni))
+		return w, nil
+	case nipamv1alpha1.KindIPPrefix:
+		p := &nipamv1alpha1.IPPrefix{ObjectMeta: meta}
+		w, err := o.spec(&p.Spec)
+		if err != nil {
+			return w, err
+		}
+		xs, err := translate.NephioPrefix(owner, p)
+		if err != nil {
+			return w, err
+		}
+		o.index = len(req.Prefixes)
+		for _, x := range xs[1:] {
+			o.aliases = append(o.aliases, alias{vocab.ObjPrefix, o.ns, x.GetKey().GetName()})
+		}
+		req.Prefixes = append(req.Prefixes, xs...)
+		return w, nil
+	case vlanv1alpha1.KindVLANIndex:
+		x := &vlanv1alpha1.VLANIndex{ObjectMeta: meta}
+		w, err := o.spec(&x.Spec)
+		if err != nil {
+			return w, err
+		}
+		ni, p := translate.VLANIndex(owner, x)
+		o.aliases = append(o.aliases, alias{vocab.ObjNetworkInstance, o.ns, ni.GetKey().GetName()}, alias{vocab.ObjPrefix, o.ns, p.GetKey().GetName()})
+		o.index = len(req.Prefixes)
+		req.NetworkInstances = append(req.NetworkInstances, ni)
+		req.Prefixes = append(req.Prefixes, p)
+		return w, nil
+	case nipamv1alpha1.KindIPClaim:
+		c := &nipamv1alpha1.IPClaim{ObjectMeta: meta}
+		w, err := o.spec(&c.Spec)
+		if err == nil {
+			err = o.checkStatus()
+		}
+		if err != nil {
+			return w, err
+		}
+		c.Name = NephioIPClaimName(o.name)
+		want, err := translate.IPClaim(owner, c)
+		c.Name = o.name
+		if err != nil {
+			return w, renamed(err, o)
+		}
+		o.nres.ipClaim = c
+		o.addAllocation(req, want)
+		return w, nil
+	default: // VLANClaim
+		c := &vlanv1alpha1.VLANClaim{ObjectMeta: meta}
+		w, err := o.spec(&c.Spec)
+		if err == nil {
+			err = o.checkStatus()
+		}
+		if err != nil {
+			return w, err
+		}
+		c.Name = NephioVLANClaimName(o.name)
+		want, err := translate.VLANClaim(owner, c)
+		c.Name = o.name
+		if err != nil {
+			return w, renamed(err, o)
+		}
+		o.nres.vlanClaim = c
+		o.addAllocation(req, want)
+		return w, nil
+	}
+}
+
+// renamed is err about the claim o under its own name rather than its
+// key's.
+func renamed(err error, o *object) error {
+	if fe, ok := err.(*translate.FieldError); ok {
+		fe.Name = o.name
+	}
+	return err
+}
+
+// addAllocation appends the claim's allocation want to req.
+func (o *object) addAllocation(req *ipamv1.SyncRequest, want *ipamv1.Allocation) {
+	o.index = len(req.Allocations)
+	o.aliases = append(o.aliases, alias{vocab.ObjAllocation, o.ns, want.GetKey().GetName()})
+	req.Allocations = append(req.Allocations, want)
+}
+
+// resolveNephio completes the requests of the package's Nephio claims
+// from what ipam-server holds: a get claim becomes the request the owner
+// holds under its key (an error when there is none), and an IPClaim's
+// spec.index the address at that offset of the first network its
+// selector matches, among the package's prefixes and the server's.
+func resolveNephio(ctx context.Context, client ipamv1.IPAMClient, req *ipamv1.SyncRequest, objs []*object) fn.Results {
+	var results fn.Results
+	var networks map[string][]*ipamv1.Prefix // by VRF, fetched once per VRF
+	for _, o := range objs {
+		if !o.isNephioClaim() {
+			continue
+		}
+		want := req.Allocations[o.index]
+		if o.nres.get {
+			resp, err := client.Get(ctx, &ipamv1.GetRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION, Key: want.GetKey()})
+			if status.Code(err) == codes.NotFound {
+				results = append(results, objectResult(o, "metadata.annotations."+commonv1alpha1.LabelAction,
+					fmt.Sprintf("get: owner %s holds no claim %s in ipam-server", vocab.Quote(req.GetOwner()), translate.ID(o.ns, o.name)), codes.NotFound.String()))
+				continue
+			}
+			if err != nil {
+				results = append(results, objectResult(o, "", "get: "+status.Convert(err).Message(), status.Code(err).String()))
+				continue
+			}
+			held := proto.Clone(resp.GetObject().GetAllocation().GetAllocation()).(*ipamv1.Allocation)
+			held.Key = want.GetKey()
+			req.Allocations[o.index] = held
+			continue
+		}
+		c := o.nres.ipClaim
+		if c == nil || c.Spec.Index == nil {
+			continue
+		}
+		if networks == nil {
+			networks = map[string][]*ipamv1.Prefix{}
+		}
+		vrf := want.GetNetworkInstance()
+		if _, ok := networks[vrf]; !ok {
+			list, err := serverNetworks(ctx, client, vrf)
+			if err != nil {
+				results = append(results, objectResult(o, "spec.index", "listing the networks of "+vrf+": "+status.Convert(err).Message(), status.Code(err).String()))
+				continue
+			}
+			for _, p := range req.GetPrefixes() {
+				if p.GetNetworkInstance() == vrf && (p.GetKind() == "" || p.GetKind() == "network") {
+					list = append(list, p)
+				}
+			}
+			networks[vrf] = list
+		}
+		net, ok := firstMatch(networks[vrf], want)
+		if !ok {
+			results = append(results, objectResult(o, "spec.selector", fmt.Sprintf("selector %v matches no network prefix in network instance %s", want.GetSelector(), vrf), codes.NotFound.String()))
+			continue
+		}
+		addr, err := translate.IndexAddress(net, *c.Spec.Index)
+		if err != nil {
+			results = append(results, objectResult(o, "spec.index", err.Error(), codes.InvalidArgument.String()))
+			continue
+		}
+		want.Prefix = addr.String()
+	}
+	return results
+}
+
+// serverNetworks lists the network prefixes of vrf that ipam-server holds.
+func serverNetworks(ctx context.Context, client ipamv1.IPAMClient, vrf string) ([]*ipamv1.Prefix, error) {
+	var out []*ipamv1.Prefix
+	for token := ""; ; {
+		resp, err := client.List(ctx, &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_PREFIX, NetworkInstance: vrf, PageToken: token})
+		if err != nil {
+			return nil, err
+		}
+		for _, obj := range resp.GetObjects() {
+			if p := obj.GetPrefix().GetPrefix(); p.GetKind() == "" || p.GetKind() == "network" {
+				out = append(out, p)
+			}
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			return out, nil
+		}
+	}
+}
+
+// firstMatch is the lowest network among networks whose labels (user
+// and system) hold want's selector and whose family is want's.
+func firstMatch(networks []*ipamv1.Prefix, want *ipamv1.Allocation) (netip.Prefix, bool) {
+	var found []netip.Prefix
+	for _, p := range networks {
+		pfx, err := netip.ParsePrefix(p.GetPrefix())
+		if err != nil {
+			continue
+		}
+		af := "ipv4"
+		if pfx.Addr().Is6() {
+			af = "ipv6"
+		}
+		if f := want.GetAddressFamily(); f != "" && f != af {
+			continue
+		}
+		labels := map[string]string{
+			vocab.LabelNetworkInstance: p.GetNetworkInstance(), vocab.LabelPrefixKind: "network",
+			vocab.LabelAddressFamily: af, vocab.LabelNetworkName: p.GetNetwork(),
+		}
+		match := true
+		for k, v := range want.GetSelector() {
+			if got, ok := p.GetLabels()[k]; ok {
+				match = match && got == v
+			} else {
+				match = match && labels[k] == v
+			}
+		}
+		if match {
+			found = append(found, pfx.Masked())
+		}
+	}
+	if len(found) == 0 {
+		return netip.Prefix{}, false
+	}
+	slices.SortFunc(found, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	return found[0], true
+}
+
+// writeNephioClaim writes res into a copy of claim o's status: prefix and
+// gateway of an IPClaim, vlanID or vlanRange of a VLANClaim. It reports
+// whether anything changed.
+func writeNephioClaim(o *object, res *ipamv1.Result) (*fn.KubeObject, bool, error) {
+	next := o.item.Copy()
+	var s setter
+	var cur map[string]any
+	if found, _ := next.NestedResource(&cur, "status"); found && len(cur) == 0 {
+		// interface-fn writes status: {}; a status written into that flow
+		// map would stay on one line.
+		if _, err := next.RemoveNestedField("status"); err != nil {
+			return nil, false, err
+		}
+	}
+	if c := o.nres.vlanClaim; c != nil {
+		id, rng, err := translate.VLANResult(c, res)
+		if err != nil {
+			return nil, false, err
+		}
+		if rng != "" {
+			if err := s.set(&next.SubObject, rng, "status", "vlanRange"); err != nil {
+				return nil, false, err
+			}
+			err = s.remove(&next.SubObject, "status", "vlanID")
+			return next, s.changed, err
+		}
+		if cur, found, _ := next.NestedInt64("status", "vlanID"); !found || cur != int64(id) {
+			s.changed = true
+			if err := next.SetNestedInt(id, "status", "vlanID"); err != nil {
+				return nil, false, err
+			}
+		}
+		err = s.remove(&next.SubObject, "status", "vlanRange")
+		return next, s.changed, err
+	}
+	if err := s.set(&next.SubObject, res.GetPrefix(), "status", "prefix"); err != nil {
+		return nil, false, err
+	}
+	var err error
+	if g := res.GetGateway(); g != "" {
+		err = s.set(&next.SubObject, g, "status", "gateway")
+	} else {
+		err = s.remove(&next.SubObject, "status", "gateway")
+	}
+	return next, s.changed, err
+}
+
+// nephioCondition is the Kptfile condition of served claim o: True,
+// update done, keeping the reason (the owner interface-fn names there)
+// of the condition k already holds.
+func nephioCondition(k *fn.KubeObject, o *object) Condition {
+	c := Condition{Type: NephioConditionType(o.item.GetAPIVersion(), o.kind, o.name), Status: "True", Message: MessageNephioDone}
+	if k != nil {
+		if cur, ok := KptfileCondition(k, c.Type); ok {
+			c.Reason = cur.Reason
+		}
+	}
+	return c
+}
+
+// nephioConditionPrefixes are the condition types of Nephio claims this
+// engine writes, without the claim name.
+var nephioConditionPrefixes = []string{
+	NephioConditionType(nipamv1alpha1.APIVersion, nipamv1alpha1.KindIPClaim, ""),
+	NephioConditionType(vlanv1alpha1.APIVersion, vlanv1alpha1.KindVLANClaim, ""),
+}
+
+// staleNephioCondition reports whether e is the Kptfile condition of a
+// Nephio claim that left the package and that no other function owns (it
+// names no owner in its reason).
+func staleNephioCondition(e *fn.SubObject, want map[string]bool) bool {
+	t, _, _ := e.NestedString("type")
+	if want[t] || !slices.ContainsFunc(nephioConditionPrefixes, func(p string) bool { return strings.HasPrefix(t, p) }) {
+		return false
+	}
+	r, _, _ := e.NestedString("reason")
+	return r == ""
+}
