@@ -2,7 +2,10 @@ package translate
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+
+	"google.golang.org/protobuf/proto"
 
 	commonv1alpha1 "github.com/nephio-project/ipam/api/nephioresource/common/v1alpha1"
 	nipamv1alpha1 "github.com/nephio-project/ipam/api/nephioresource/ipam/v1alpha1"
@@ -27,23 +30,45 @@ func NephioNetworkInstance(owner string, ni *nipamv1alpha1.NetworkInstance) *ipa
 	return out
 }
 
-// NephioPrefix is the service's prefix for p, declared by owner. Its
-// nephio.org/network-name label, if any, is the prefix's network.
-func NephioPrefix(owner string, p *nipamv1alpha1.IPPrefix) (*ipamv1.Prefix, error) {
+// NephioPrefix is the service's prefixes for p, declared by owner. Its
+// nephio.org/network-name label, if any, is the prefix's network. A
+// network written with a host part (10.0.0.1/24, with the
+// nephio.org/gateway label for a gateway) is, as in Nephio, the network
+// 10.0.0.0/24 carrying p's labels and the address 10.0.0.1 in it: two
+// prefixes, the network keyed by p's name and the address by
+// NephioHostName of it. Claims that select by p's labels then get
+// addresses of the network, and the address is its gateway.
+func NephioPrefix(owner string, p *nipamv1alpha1.IPPrefix) ([]*ipamv1.Prefix, error) {
 	if p.Spec.NetworkInstance.Name == "" {
 		return nil, &FieldError{Kind: nipamv1alpha1.KindIPPrefix, Namespace: p.Namespace, Name: p.Name,
 			Field: "spec.networkInstance.name", Msg: "a network instance is required"}
 	}
 	labels := Labels(p.Labels, p.Spec.Labels)
-	return &ipamv1.Prefix{
+	x := &ipamv1.Prefix{
 		Key:             Key(owner, p),
 		Kind:            string(p.Spec.Kind),
 		NetworkInstance: p.Spec.NetworkInstance.Name,
 		Network:         labels[commonv1alpha1.LabelNetworkName],
 		Prefix:          p.Spec.Prefix,
 		Labels:          labels,
-	}, nil
+	}
+	pfx, err := netip.ParsePrefix(p.Spec.Prefix)
+	if err != nil || pfx.Masked() == pfx || p.Spec.Kind != "" && p.Spec.Kind != nipamv1alpha1.PrefixKindNetwork {
+		return []*ipamv1.Prefix{x}, nil // the service names what is wrong, if anything
+	}
+	host := proto.Clone(x).(*ipamv1.Prefix)
+	host.Key.Name = NephioHostName(p.Name)
+	x.Prefix = pfx.Masked().String()
+	if _, ok := labels[commonv1alpha1.LabelGateway]; ok {
+		x.Labels = maps.Clone(labels)
+		delete(x.Labels, commonv1alpha1.LabelGateway)
+	}
+	return []*ipamv1.Prefix{x, host}, nil
 }
+
+// NephioHostName is the key name of the address of a Nephio IPPrefix
+// written with a host part: <name>.host.
+func NephioHostName(name string) string { return name + ".host" }
 
 // IPClaim is the service's request for c, made by owner: an address of
 // the first network its selector matches (kind network or loopback), or a

@@ -67,9 +67,21 @@ func TestNephioPrefix(t *testing.T) {
 		Spec: nipamv1alpha1.IPPrefixSpec{Kind: "network", NetworkInstance: commonv1alpha1.ObjectReference{Name: "vpc"}, Prefix: "10.0.0.1/24",
 			UserDefinedLabels: commonv1alpha1.UserDefinedLabels{Labels: map[string]string{commonv1alpha1.LabelNetworkName: "n3", commonv1alpha1.LabelGateway: "true"}}}}
 	got, err := NephioPrefix("infra", p)
-	if err != nil || got.GetNetworkInstance() != "vpc" || got.GetNetwork() != "n3" || got.GetPrefix() != "10.0.0.1/24" ||
-		got.GetLabels()["m"] != "1" || got.GetLabels()[commonv1alpha1.LabelGateway] != "true" || got.GetKind() != "network" {
+	if err != nil || len(got) != 2 {
 		t.Fatalf("%v %v", got, err)
+	}
+	net, host := got[0], got[1]
+	if net.GetKey().GetName() != "n3" || net.GetNetworkInstance() != "vpc" || net.GetNetwork() != "n3" || net.GetPrefix() != "10.0.0.0/24" ||
+		net.GetLabels()["m"] != "1" || net.GetLabels()[commonv1alpha1.LabelGateway] != "" || net.GetKind() != "network" {
+		t.Fatalf("network %v", net)
+	}
+	if host.GetKey().GetName() != "n3.host" || host.GetPrefix() != "10.0.0.1/24" || host.GetLabels()[commonv1alpha1.LabelGateway] != "true" ||
+		host.GetLabels()["m"] != "1" || host.GetNetwork() != "n3" {
+		t.Fatalf("address %v", host)
+	}
+	p.Spec.Prefix = "10.0.0.0/24"
+	if got, err := NephioPrefix("infra", p); err != nil || len(got) != 1 || got[0].GetPrefix() != "10.0.0.0/24" {
+		t.Fatalf("a network without a host part: %v %v", got, err)
 	}
 	p.Spec.NetworkInstance.Name = ""
 	if _, err := NephioPrefix("infra", p); err == nil || !strings.Contains(err.Error(), "IPPrefix n3: spec.networkInstance.name") {
