@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -19,6 +20,15 @@ import (
 // spec.networkInstance names; its IPClaim is an allocation. The object
 // reference's namespace is not part of the VRF's name: VRFs are named by
 // name alone, as in ipam.nephio.org.
+
+// NephioIPClaimName is the key name of an IPClaim's allocation:
+// nephio-ipclaim.<name>, apart from the IPAllocations and Metal3 claims
+// of the same owner and namespace.
+func NephioIPClaimName(name string) string { return "nephio-ipclaim." + name }
+
+// NephioVLANClaimName is the key name of a VLANClaim's allocation:
+// nephio-vlanclaim.<name>.
+func NephioVLANClaimName(name string) string { return "nephio-vlanclaim." + name }
 
 // NephioNetworkInstance is the service's network instance for ni,
 // declared by owner.
@@ -149,4 +159,45 @@ func IndexAddress(p netip.Prefix, index uint32) (netip.Prefix, error) {
 	}
 	a, _ := netip.AddrFromSlice(b)
 	return netip.PrefixFrom(a, p.Bits()), nil
+}
+
+// FirstNetwork is the lowest network among networks whose labels (user
+// and system) hold want's selector and whose family is want's: the
+// network an address claim by that selector is served from, whose
+// address at spec.index (IndexAddress) an IPClaim with an index gets.
+func FirstNetwork(networks []*ipamv1.Prefix, want *ipamv1.Allocation) (netip.Prefix, bool) {
+	var found []netip.Prefix
+	for _, p := range networks {
+		pfx, err := netip.ParsePrefix(p.GetPrefix())
+		if err != nil {
+			continue
+		}
+		af := "ipv4"
+		if pfx.Addr().Is6() {
+			af = "ipv6"
+		}
+		if f := want.GetAddressFamily(); f != "" && f != af {
+			continue
+		}
+		labels := map[string]string{
+			vocab.LabelNetworkInstance: p.GetNetworkInstance(), vocab.LabelPrefixKind: "network",
+			vocab.LabelAddressFamily: af, vocab.LabelNetworkName: p.GetNetwork(),
+		}
+		match := true
+		for k, v := range want.GetSelector() {
+			if got, ok := p.GetLabels()[k]; ok {
+				match = match && got == v
+			} else {
+				match = match && labels[k] == v
+			}
+		}
+		if match {
+			found = append(found, pfx.Masked())
+		}
+	}
+	if len(found) == 0 {
+		return netip.Prefix{}, false
+	}
+	slices.SortFunc(found, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	return found[0], true
 }

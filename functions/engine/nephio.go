@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -18,6 +17,7 @@ import (
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
 	"github.com/nephio-project/ipam/api/vocab"
+	ipamclient "github.com/nephio-project/ipam/service/client"
 )
 
 // Nephio's resource API in a package. NetworkInstances and IPPrefixes of
@@ -34,12 +34,12 @@ import (
 // the first network its selector matches.
 
 // NephioIPClaimName is the key name of an IPClaim's allocation in a
-// package's Sync: nephio-ipclaim.<name>.
-func NephioIPClaimName(name string) string { return "nephio-ipclaim." + name }
+// package's Sync (translate.NephioIPClaimName).
+func NephioIPClaimName(name string) string { return translate.NephioIPClaimName(name) }
 
 // NephioVLANClaimName is the key name of a VLANClaim's allocation in a
-// package's Sync: nephio-vlanclaim.<name>.
-func NephioVLANClaimName(name string) string { return "nephio-vlanclaim." + name }
+// package's Sync (translate.NephioVLANClaimName).
+func NephioVLANClaimName(name string) string { return translate.NephioVLANClaimName(name) }
 
 // NephioConditionType is the type of the root Kptfile's condition for
 // the claim of apiVersion and kind named name, as Nephio's condition SDK
@@ -220,7 +220,7 @@ func resolveNephio(ctx context.Context, client ipamv1.IPAMClient, req *ipamv1.Sy
 		}
 		vrf := want.GetNetworkInstance()
 		if _, ok := networks[vrf]; !ok {
-			list, err := serverNetworks(ctx, client, vrf)
+			list, err := ipamclient.ListNetworks(ctx, client.List, vrf)
 			if err != nil {
 				results = append(results, objectResult(o, "spec.index", "listing the networks of "+vrf+": "+status.Convert(err).Message(), status.Code(err).String()))
 				continue
@@ -232,7 +232,7 @@ func resolveNephio(ctx context.Context, client ipamv1.IPAMClient, req *ipamv1.Sy
 			}
 			networks[vrf] = list
 		}
-		net, ok := firstMatch(networks[vrf], want)
+		net, ok := translate.FirstNetwork(networks[vrf], want)
 		if !ok {
 			results = append(results, objectResult(o, "spec.selector", fmt.Sprintf("selector %v matches no network prefix in network instance %s", want.GetSelector(), vrf), codes.NotFound.String()))
 			continue
@@ -245,64 +245,6 @@ func resolveNephio(ctx context.Context, client ipamv1.IPAMClient, req *ipamv1.Sy
 		want.Prefix = addr.String()
 	}
 	return results
-}
-
-// serverNetworks lists the network prefixes of vrf that ipam-server holds.
-func serverNetworks(ctx context.Context, client ipamv1.IPAMClient, vrf string) ([]*ipamv1.Prefix, error) {
-	var out []*ipamv1.Prefix
-	for token := ""; ; {
-		resp, err := client.List(ctx, &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_PREFIX, NetworkInstance: vrf, PageToken: token})
-		if err != nil {
-			return nil, err
-		}
-		for _, obj := range resp.GetObjects() {
-			if p := obj.GetPrefix().GetPrefix(); p.GetKind() == "" || p.GetKind() == "network" {
-				out = append(out, p)
-			}
-		}
-		if token = resp.GetNextPageToken(); token == "" {
-			return out, nil
-		}
-	}
-}
-
-// firstMatch is the lowest network among networks whose labels (user
-// and system) hold want's selector and whose family is want's.
-func firstMatch(networks []*ipamv1.Prefix, want *ipamv1.Allocation) (netip.Prefix, bool) {
-	var found []netip.Prefix
-	for _, p := range networks {
-		pfx, err := netip.ParsePrefix(p.GetPrefix())
-		if err != nil {
-			continue
-		}
-		af := "ipv4"
-		if pfx.Addr().Is6() {
-			af = "ipv6"
-		}
-		if f := want.GetAddressFamily(); f != "" && f != af {
-			continue
-		}
-		labels := map[string]string{
-			vocab.LabelNetworkInstance: p.GetNetworkInstance(), vocab.LabelPrefixKind: "network",
-			vocab.LabelAddressFamily: af, vocab.LabelNetworkName: p.GetNetwork(),
-		}
-		match := true
-		for k, v := range want.GetSelector() {
-			if got, ok := p.GetLabels()[k]; ok {
-				match = match && got == v
-			} else {
-				match = match && labels[k] == v
-			}
-		}
-		if match {
-			found = append(found, pfx.Masked())
-		}
-	}
-	if len(found) == 0 {
-		return netip.Prefix{}, false
-	}
-	slices.SortFunc(found, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
-	return found[0], true
 }
 
 // writeNephioClaim writes res into a copy of claim o's status: prefix and
