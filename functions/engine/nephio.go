@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -189,7 +190,6 @@ func (o *object) addAllocation(req *ipamv1.SyncRequest, want *ipamv1.Allocation)
 // selector matches, among the package's prefixes and the server's.
 func resolveNephio(ctx context.Context, client ipamv1.IPAMClient, req *ipamv1.SyncRequest, objs []*object) fn.Results {
 	var results fn.Results
-	var networks map[string][]*ipamv1.Prefix // by VRF, fetched once per VRF
 	for _, o := range objs {
 		if !o.isNephioClaim() {
 			continue
@@ -215,34 +215,17 @@ func resolveNephio(ctx context.Context, client ipamv1.IPAMClient, req *ipamv1.Sy
 		if c == nil || c.Spec.Index == nil {
 			continue
 		}
-		if networks == nil {
-			networks = map[string][]*ipamv1.Prefix{}
-		}
-		vrf := want.GetNetworkInstance()
-		if _, ok := networks[vrf]; !ok {
-			list, err := ipamclient.ListNetworks(ctx, client.List, vrf)
-			if err != nil {
-				results = append(results, objectResult(o, "spec.index", "listing the networks of "+vrf+": "+status.Convert(err).Message(), status.Code(err).String()))
-				continue
+		if err := ipamclient.ResolveIndex(ctx, client.List, want, *c.Spec.Index, req.GetPrefixes()); err != nil {
+			field, msg, _ := strings.Cut(err.Error(), ": ")
+			code := codes.InvalidArgument
+			if errors.Is(err, ipamclient.ErrNoNetwork) {
+				code = codes.NotFound
 			}
-			for _, p := range req.GetPrefixes() {
-				if p.GetNetworkInstance() == vrf && (p.GetKind() == "" || p.GetKind() == "network") {
-					list = append(list, p)
-				}
+			if st, ok := status.FromError(err); ok {
+				field, msg, code = "spec.index", "listing the networks: "+st.Message(), st.Code()
 			}
-			networks[vrf] = list
+			results = append(results, objectResult(o, field, msg, code.String()))
 		}
-		net, ok := translate.FirstNetwork(networks[vrf], want)
-		if !ok {
-			results = append(results, objectResult(o, "spec.selector", fmt.Sprintf("selector %v matches no network prefix in network instance %s", want.GetSelector(), vrf), codes.NotFound.String()))
-			continue
-		}
-		addr, err := translate.IndexAddress(net, *c.Spec.Index)
-		if err != nil {
-			results = append(results, objectResult(o, "spec.index", err.Error(), codes.InvalidArgument.String()))
-			continue
-		}
-		want.Prefix = addr.String()
 	}
 	return results
 }

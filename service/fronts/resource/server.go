@@ -3,6 +3,7 @@ package resource
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -259,20 +260,16 @@ func (s *Server) allocation(ctx context.Context, c *claim) (*ipamv1.Allocation, 
 		list := func(ctx context.Context, req *ipamv1.ListRequest, _ ...grpc.CallOption) (*ipamv1.ListResponse, error) {
 			return s.ipam.List(ctx, req)
 		}
-		nets, err := client.ListNetworks(ctx, list, want.GetNetworkInstance())
-		if err != nil {
-			return nil, err
+		if err := client.ResolveIndex(ctx, list, want, *c.ip.Spec.Index, nil); err != nil {
+			if _, ok := status.FromError(err); ok {
+				return nil, err
+			}
+			code := codes.InvalidArgument
+			if errors.Is(err, client.ErrNoNetwork) {
+				code = codes.NotFound
+			}
+			return nil, status.Errorf(code, "IPClaim %s: %v", translate.ID(c.ns, c.name), err)
 		}
-		net, ok := translate.FirstNetwork(nets, want)
-		if !ok {
-			return nil, status.Errorf(codes.NotFound, "IPClaim %s: spec.selector: %v matches no network prefix in network instance %s",
-				translate.ID(c.ns, c.name), want.GetSelector(), want.GetNetworkInstance())
-		}
-		addr, err := translate.IndexAddress(net, *c.ip.Spec.Index)
-		if err != nil {
-			return nil, invalid("spec.index", "%v", err)
-		}
-		want.Prefix = addr.String()
 	}
 	return want, nil
 }
