@@ -22,8 +22,8 @@ import (
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	resourcepb "github.com/nephio-project/ipam/api/proto/resource"
-	"github.com/nephio-project/ipam/service/fronts/resource"
 	"github.com/nephio-project/ipam/service/client"
+	"github.com/nephio-project/ipam/service/fronts/resource"
 	"github.com/nephio-project/ipam/service/grpcopt"
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/server/authz"
