@@ -167,7 +167,7 @@ protoc-gen-go-grpc: ## install the pinned protoc-gen-go-grpc under bin/ unless i
 
 GENERATED := api/ blueprints/ipam/crds/ blueprints/ipam-metal3/crds/ blueprints/ipam-nvidia/crds/ blueprints/ipam-nephio/crds/ \
 	blueprints/ipam/rbac-controller-role.yaml blueprints/ipam-metal3/rbac-controller-metal3-role.yaml \
-	blueprints/ipam-nvidia/rbac-controller-nvidia-role.yaml
+	blueprints/ipam-nvidia/rbac-controller-nvidia-role.yaml blueprints/ipam-nephio/rbac-controller-nephio-role.yaml
 
 verify: generate ## fail if committed generated code under api/ (or the blueprints' CRDs and ClusterRoles) is stale
 	@untracked=$$(git ls-files --others --exclude-standard -- $(GENERATED)); \

@@ -51,6 +51,7 @@ type NetworkInstanceStatus struct {
 
 	// Prefixes are the aggregates as recorded by the IPAM service.
 	// +optional
+	// +kubebuilder:validation:MaxItems=1024
 	Prefixes []Prefix `json:"prefixes,omitempty"`
 }
 
