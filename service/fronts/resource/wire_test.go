@@ -249,6 +249,12 @@ func TestClaims(t *testing.T) {
 		}
 	}
 
+	// An index whose IDs are claimed is not deleted.
+	vlanIndex := &resourcepb.ClaimRequest{Header: header(vlanGroup, "VLANIndex", "cluster01", vlanGroup, "VLANIndex", "cluster01")}
+	if _, err := c.DeleteIndex(ctx, vlanIndex); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("DeleteIndex of a VLAN index with claims: %v, want FailedPrecondition", err)
+	}
+
 	// Release: the watcher hears InValid, the claim is gone, and its
 	// address is free again.
 	if _, err := c.DeleteClaim(ctx, n3); err != nil {
@@ -276,6 +282,19 @@ func TestClaims(t *testing.T) {
 		Spec: ipClaim(t, "upf-n6", `{"networkInstance":{"name":"vpc"},"selector":{"matchLabels":{"nephio.org/cluster-name":"cluster01"}}}`)}
 	if resp, err := c.Claim(ctx, other); err != nil || !strings.Contains(resp.GetStatus(), `"prefix":"10.0.0.2/24"`) {
 		t.Fatalf("a claim after the release: %v %v", resp, err)
+	}
+
+	// Once its claims are released, the VLAN index goes, and deleting it
+	// again is no error.
+	for _, name := range []string{"n3", "trunk", "spare", "top"} {
+		if _, err := c.DeleteClaim(ctx, &resourcepb.ClaimRequest{Header: header(vlanGroup, "VLANClaim", name, reqGroup, "Interface", "n3"), Spec: vlanClaim(name, `{"vlanIndex":{"name":"cluster01"}}`)}); err != nil {
+			t.Fatalf("DeleteClaim VLANClaim %s: %v", name, err)
+		}
+	}
+	for range 2 {
+		if _, err := c.DeleteIndex(ctx, vlanIndex); err != nil {
+			t.Fatalf("DeleteIndex of a VLAN index without claims: %v", err)
+		}
 	}
 }
 
