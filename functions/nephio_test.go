@@ -1,12 +1,22 @@
 package functions_test
 
 import (
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/nephio-project/ipam/functions/internal/pkgtest"
+	"github.com/nephio-project/ipam/service/server/servertest"
 )
 
 // TestNephioPipeline renders Nephio-shaped packages (testdata/nephio) with
@@ -54,5 +64,103 @@ func TestNephioPipeline(t *testing.T) {
 		if !ok && name == "infra" {
 			t.Fatal("the infra package did not render; the workload packages select from it")
 		}
+	}
+}
+
+// runServer runs the ipam-server binary on addr with its file store in
+// dataDir until stop is called (or the test ends).
+func runServer(t *testing.T, addr, dataDir string) (stop func()) {
+	t.Helper()
+	var log servertest.LogBuffer
+	cmd := exec.Command(filepath.Join(binaries(t), "ipam-server"), "--listen", addr, "--data-dir", dataDir, "--log-format", "text", "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(15 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+		})
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("ipam-server log:\n%s", log.String())
+		}
+	})
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := servertest.WaitServingOrExit(conn, 30*time.Second, exited); err != nil {
+		t.Fatalf("ipam-server at %s: %v\n%s", addr, err, log.String())
+	}
+	return stop
+}
+
+// TestNephioRestart: Nephio's claims survive a restart of ipam-server on
+// its file store. The infra and workload packages rendered before it
+// render again to the same bytes after it, and a VLANClaim added then
+// gets the next free ID, not one the restored claims hold.
+func TestNephioRestart(t *testing.T) {
+	root := filepath.Join(pkgtest.ModuleRoot(t), "testdata", "nephio")
+	fnBin := filepath.Join(binaries(t), "ipam-fn")
+	kptPath(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	dataDir := t.TempDir()
+	stop := runServer(t, addr, dataDir)
+	pkgs := map[string]string{}
+	for _, name := range []string{"infra", "workload"} {
+		pkg := filepath.Join(t.TempDir(), name)
+		pkgtest.CopyPackage(t, filepath.Join(root, name), pkg)
+		point(t, pkg, fnBin, addr)
+		pkgtest.Git(t, pkg, "init", "--quiet")
+		pkgtest.CommitAll(t, pkg, "input")
+		if out, ok := render(t, pkg, t.TempDir()); !ok {
+			t.Fatalf("render %s: %s", name, out)
+		}
+		pkgtest.CommitAll(t, pkg, "rendered")
+		pkgs[name] = pkg
+	}
+
+	stop()
+	runServer(t, addr, dataDir)
+	for _, name := range []string{"infra", "workload"} {
+		if out, ok := render(t, pkgs[name], t.TempDir()); !ok {
+			t.Fatalf("render %s after the restart: %s", name, out)
+		}
+		if st := pkgtest.Git(t, pkgs[name], "status", "--porcelain"); st != "" {
+			t.Errorf("%s renders differently after the restart:\n%s", name, pkgtest.Git(t, pkgs[name], "diff"))
+		}
+	}
+	f := filepath.Join(pkgs["workload"], "vlanclaim.yaml")
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, []byte("---\napiVersion: vlan.resource.nephio.org/v1alpha1\nkind: VLANClaim\nmetadata:\n  name: upf-cluster01-n9\nspec:\n  vlanIndex:\n    name: cluster01\n")...)
+	if err := os.WriteFile(f, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, ok := render(t, pkgs["workload"], t.TempDir()); !ok {
+		t.Fatalf("render with a new VLANClaim: %s", out)
+	}
+	if diff := pkgtest.Git(t, pkgs["workload"], "diff", "vlanclaim.yaml"); !strings.Contains(diff, "+  vlanID: 6") {
+		t.Errorf("the new VLANClaim did not get ID 6 (1, 2-5 and 100-109 are held):\n%s", diff)
 	}
 }
