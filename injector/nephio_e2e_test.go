@@ -237,6 +237,9 @@ func TestPorchNephioDraft(t *testing.T) {
 	if c := st.conditions["req.nephio.org/v1alpha1.Interface.n3"]; c.Status != "False" || c.Message != "update condition for initial resource" {
 		t.Errorf("interface-fn's own condition was changed: %+v", c)
 	}
+	if c := st.conditions[ConditionType]; c.Status != "True" || c.Message != "1 IPAllocation(s), 0 IPPrefix(es), 2 IPClaim(s) and 1 VLANClaim(s) allocated by ipam-server" {
+		t.Errorf("the injector's condition: %+v", c)
+	}
 	t.Logf("Kptfile of %s as the injector left it:\n%s", v1, x.resources(v1)["Kptfile"])
 
 	// Removing n6 from the Draft releases its address.
