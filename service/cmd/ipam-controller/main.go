@@ -31,7 +31,7 @@ func main() {
 	fs.BoolVar(&cfg.LeaderElect, "leader-elect", false, "elect a leader so that one replica reconciles")
 	fs.BoolVar(&cfg.NVIDIA, "nvidia", false, "serve NVIDIA's per-node pools (nv-ipam.nvidia.com IPPool and CIDRPool; install blueprints/ipam-nvidia, before or after the start, and not next to NVIDIA's own controller)")
 	fs.BoolVar(&cfg.Metal3, "metal3", false, "serve the Metal3 IP Address Manager API (ipam.metal3.io IPPool, IPClaim, IPAddress; install blueprints/ipam-metal3, before or after the start, and not next to Metal3's own)")
-	fs.BoolVar(&cfg.NephioResource, "nephio-resource", false, "serve Nephio's resource API (ipam.resource.nephio.org IPClaim, vlan.resource.nephio.org VLANClaim and VLANIndex; install blueprints/ipam-nephio, before or after the start, and not next to Nephio's own resource backend)")
+	fs.BoolVar(&cfg.NephioResource, "nephio-resource", false, "serve Nephio's resource API (ipam.resource.nephio.org NetworkInstance, IPPrefix and IPClaim, vlan.resource.nephio.org VLANIndex and VLANClaim; install blueprints/ipam-nephio, before or after the start, and not next to Nephio's own resource backend)")
 	fs.DurationVar(&cfg.FrontCheck, "front-check-interval", controllers.DefaultFrontCheck, "how often a front that is off (the Cluster API front; Metal3, NVIDIA and Nephio when asked for) checks whether its CRDs are installed and the RBAC lets it watch them, to turn on without a restart")
 	fs.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (in-cluster: the pod's)")
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -172,4 +173,86 @@ func (r nephioVLANIndexKind) serve(ctx context.Context, x *vlanv1alpha1.VLANInde
 	o := classify(err, "VLAN IDs 1-4094 ready")
 	setConditions(&x.Status.Conditions, o, x.Generation)
 	return verdict{o: o, err: err, action: "CreateNetworkInstance", pool: ni.GetKey().GetName()}, nil
+}
+
+// nephioKeyName is the key name of Nephio's IPPrefix named name in the
+// cluster: nephio-ipprefix.<name>, apart from an ipam.nephio.org
+// IPPrefix of the same name.
+func nephioKeyName(name string) string { return "nephio-ipprefix." + name }
+
+// nephioNetworkInstanceKind adapts Nephio's NetworkInstances: the VRF of
+// their name with their aggregates, the same VRF an ipam.nephio.org
+// NetworkInstance of that name declares.
+type nephioNetworkInstanceKind struct{ *reconciler }
+
+func (nephioNetworkInstanceKind) conditions(ni *nipamv1alpha1.NetworkInstance) *[]metav1.Condition {
+	return &ni.Status.Conditions
+}
+
+func (nephioNetworkInstanceKind) status(ni *nipamv1alpha1.NetworkInstance) any { return ni.Status }
+
+func (r nephioNetworkInstanceKind) release(ctx context.Context, ni *nipamv1alpha1.NetworkInstance) (ctrl.Result, error) {
+	return r.releaseKeyed(ctx, ni, &ni.Status.Conditions, "DeleteNetworkInstance", r.ipam.DeleteNetworkInstance)
+}
+
+func (r nephioNetworkInstanceKind) serve(ctx context.Context, ni *nipamv1alpha1.NetworkInstance) (verdict, error) {
+	_, err := r.ipam.CreateNetworkInstance(ctx, &ipamv1.CreateNetworkInstanceRequest{NetworkInstance: translate.NephioNetworkInstance(r.owner, ni)})
+	o := classify(err, "network instance ready")
+	setConditions(&ni.Status.Conditions, o, ni.Generation)
+	if o.synced {
+		ni.Status.Prefixes = nil
+		if o.ready {
+			ni.Status.Prefixes = append([]nipamv1alpha1.Prefix(nil), ni.Spec.Prefixes...)
+		}
+	}
+	return verdict{o: o, err: err, action: "CreateNetworkInstance", pool: ni.Name}, nil
+}
+
+// nephioPrefixKind adapts Nephio's IPPrefixes: recorded in ipam-server
+// (a network written with a host part as its network and that address,
+// translate.NephioPrefix), deleted with their object unless they still
+// hold children.
+type nephioPrefixKind struct{ *reconciler }
+
+func (nephioPrefixKind) conditions(p *nipamv1alpha1.IPPrefix) *[]metav1.Condition {
+	return &p.Status.Conditions
+}
+
+func (nephioPrefixKind) status(p *nipamv1alpha1.IPPrefix) any { return p.Status }
+
+func (r nephioPrefixKind) release(ctx context.Context, p *nipamv1alpha1.IPPrefix) (ctrl.Result, error) {
+	return r.finalize(ctx, p, &p.Status.Conditions, "DeletePrefix", func() error {
+		for _, name := range []string{translate.NephioHostName(nephioKeyName(p.Name)), nephioKeyName(p.Name)} {
+			_, err := r.ipam.DeletePrefix(ctx, &ipamv1.DeleteRequest{Key: &ipamv1.Key{Owner: r.owner, Namespace: p.Namespace, Name: name}})
+			if err != nil && !isNotFound(err) {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (r nephioPrefixKind) serve(ctx context.Context, p *nipamv1alpha1.IPPrefix) (verdict, error) {
+	keyed := p.DeepCopy()
+	keyed.Name = nephioKeyName(p.Name)
+	xs, err := translate.NephioPrefix(r.owner, keyed)
+	if err != nil {
+		o := outcome{synced: true, message: strings.Replace(err.Error(), keyed.Name, p.Name, 1), retry: retryResync}
+		setConditions(&p.Status.Conditions, o, p.Generation)
+		return verdict{o: o, action: "CreatePrefix", pool: p.Spec.NetworkInstance.Name}, nil
+	}
+	var res *ipamv1.Result
+	for _, x := range xs { // the network before the address in it
+		var resp *ipamv1.CreatePrefixResponse
+		if resp, err = r.ipam.CreatePrefix(ctx, &ipamv1.CreatePrefixRequest{Prefix: x}); err != nil {
+			break
+		}
+		res = resp.GetResult()
+	}
+	o := classify(err, "recorded "+res.GetPrefix())
+	setConditions(&p.Status.Conditions, o, p.Generation)
+	if o.synced {
+		p.Status.Prefix = optional(res.GetPrefix())
+	}
+	return verdict{o: o, err: err, action: "CreatePrefix", pool: p.Spec.NetworkInstance.Name}, nil
 }

@@ -16,14 +16,14 @@ import (
 	vlanv1alpha1 "github.com/nephio-project/ipam/api/nephioresource/vlan/v1alpha1"
 )
 
-// nephioFront is the Nephio front (IPClaim, VLANClaim and VLANIndex
-// reconcilers), on once the ipam.resource.nephio.org and
+// nephioFront is the Nephio front (NetworkInstance, IPPrefix, IPClaim,
+// VLANClaim and VLANIndex reconcilers), on once the ipam.resource.nephio.org and
 // vlan.resource.nephio.org CRDs are installed and the RBAC lets the
 // controllers watch them.
 func nephioFront(mgr ctrl.Manager, base *reconciler, hook func(string, types.NamespacedName, ctrl.Result, error)) *front {
 	f := &front{name: "Nephio"}
 	f.missing = func(ctx context.Context) (string, error) {
-		on, err := served(mgr, nipamv1alpha1.GroupVersion, nipamv1alpha1.KindIPClaim)
+		on, err := served(mgr, nipamv1alpha1.GroupVersion, nipamv1alpha1.KindNetworkInstance, nipamv1alpha1.KindIPPrefix, nipamv1alpha1.KindIPClaim)
 		if err == nil && on {
 			on, err = served(mgr, vlanv1alpha1.GroupVersion, vlanv1alpha1.KindVLANClaim, vlanv1alpha1.KindVLANIndex)
 		}
@@ -33,7 +33,7 @@ func nephioFront(mgr ctrl.Manager, base *reconciler, hook func(string, types.Nam
 		if !on {
 			return "the ipam.resource.nephio.org and vlan.resource.nephio.org CRDs are not installed", nil
 		}
-		if why, err := denied(ctx, mgr, nipamv1alpha1.Group, "ipclaims"); why != "" || err != nil {
+		if why, err := denied(ctx, mgr, nipamv1alpha1.Group, "networkinstances", "ipprefixes", "ipclaims"); why != "" || err != nil {
 			return why, err
 		}
 		return denied(ctx, mgr, vlanv1alpha1.Group, "vlanclaims", "vlanindices")
@@ -48,6 +48,16 @@ func setupNephio(ctx context.Context, mgr ctrl.Manager, base *reconciler, hook f
 	c8s := mgr.GetClient()
 	watched := builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
 		predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
+	if err := ctrl.NewControllerManagedBy(mgr).Named("nephio-networkinstance").
+		For(&nipamv1alpha1.NetworkInstance{}, watched).
+		Complete(observed("nephio-networkinstance", reconcilerOf[nipamv1alpha1.NetworkInstance](base, nephioNetworkInstanceKind{base}), hook)); err != nil {
+		return err
+	}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("nephio-ipprefix").
+		For(&nipamv1alpha1.IPPrefix{}, watched).
+		Complete(observed("nephio-ipprefix", reconcilerOf[nipamv1alpha1.IPPrefix](base, nephioPrefixKind{base}), hook)); err != nil {
+		return err
+	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("nephio-ipclaim").
 		For(&nipamv1alpha1.IPClaim{}, watched).
 		Complete(observed("nephio-ipclaim", reconcilerOf[nipamv1alpha1.IPClaim](base, nephioIPClaimKind{base}), hook)); err != nil {

@@ -100,3 +100,52 @@ func TestNephioClaims(t *testing.T) {
 	create(t, s.k8s, claim("upf-n6", nil))
 	waitFor(t, s.k8s, ns, "upf-n6", nephioClaimed("10.61.1.2/24", "10.61.1.1"))
 }
+
+// TestNephioInfraCRs: Nephio's own NetworkInstance and IPPrefix CRs (as
+// Nephio's management cluster holds them) declare the VRF and network
+// that IPClaims take from; a network written 10.62.1.1/24 with the
+// gateway label gives .2 with gateway .1, as in Nephio. A prefix with a
+// claim in it is not deleted until the claim goes.
+func TestNephioInfraCRs(t *testing.T) {
+	s := testSuite(t)
+	ns := s.namespace(t, "nephio-infra")
+	s.startControllers(t, s.cfg, func(c *controllers.Config) { c.NephioResource = true })
+	ni := &nipamv1alpha1.NetworkInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vpc-infra"},
+		Spec: nipamv1alpha1.NetworkInstanceSpec{Prefixes: []nipamv1alpha1.Prefix{{Prefix: "10.62.0.0/16"}}}}
+	net := &nipamv1alpha1.IPPrefix{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge02-n3"}, Spec: nipamv1alpha1.IPPrefixSpec{
+		Kind: nipamv1alpha1.PrefixKindNetwork, NetworkInstance: commonv1alpha1.ObjectReference{Name: "vpc-infra"}, Prefix: "10.62.1.1/24",
+		UserDefinedLabels: commonv1alpha1.UserDefinedLabels{Labels: map[string]string{commonv1alpha1.LabelClusterName: "edge02", commonv1alpha1.LabelGateway: "true"}}}}
+	claim := &nipamv1alpha1.IPClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "upf-n3"}, Spec: nipamv1alpha1.IPClaimSpec{
+		NetworkInstance: commonv1alpha1.ObjectReference{Name: "vpc-infra"},
+		ClaimLabels:     commonv1alpha1.ClaimLabels{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{commonv1alpha1.LabelClusterName: "edge02"}}}}}
+	create(t, s.k8s, claim, net, ni) // in any order
+	waitFor(t, s.k8s, ns, "vpc-infra", func(ni *nipamv1alpha1.NetworkInstance) error {
+		if err := ready(ni.Status.Conditions); err != nil {
+			return err
+		}
+		if len(ni.Status.Prefixes) != 1 || ni.Status.Prefixes[0].Prefix != "10.62.0.0/16" {
+			return fmt.Errorf("status.prefixes %v", ni.Status.Prefixes)
+		}
+		return nil
+	})
+	waitFor(t, s.k8s, ns, "edge02-n3", func(p *nipamv1alpha1.IPPrefix) error {
+		if err := ready(p.Status.Conditions); err != nil {
+			return err
+		}
+		if ptr.Deref(p.Status.Prefix, "") != "10.62.1.1/24" {
+			return fmt.Errorf("status.prefix %v", p.Status.Prefix)
+		}
+		return nil
+	})
+	waitFor(t, s.k8s, ns, "upf-n3", nephioClaimed("10.62.1.2/24", "10.62.1.1"))
+
+	del(t, s.k8s, net)
+	waitFor(t, s.k8s, ns, "edge02-n3", func(p *nipamv1alpha1.IPPrefix) error {
+		return condIs(p.Status.Conditions, ipamv1alpha1.ConditionTypeSynced, metav1.ConditionFalse, ipamv1alpha1.ReasonReconcileFailure, "deletion refused by ipam-server")
+	})
+	del(t, s.k8s, claim)
+	waitGone[nipamv1alpha1.IPClaim](t, s.k8s, ns, "upf-n3")
+	waitGone[nipamv1alpha1.IPPrefix](t, s.k8s, ns, "edge02-n3")
+	del(t, s.k8s, ni)
+	waitGone[nipamv1alpha1.NetworkInstance](t, s.k8s, ns, "vpc-infra")
+}

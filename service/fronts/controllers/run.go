@@ -80,8 +80,9 @@ type Config struct {
 	// NVIDIA serves NVIDIA's per-node pools (nv-ipam.nvidia.com): opt-in,
 	// since NVIDIA's own controller serves the same kind.
 	NVIDIA bool
-	// NephioResource serves Nephio's IPClaims, VLANClaims and VLANIndexes
-	// (ipam.resource.nephio.org, vlan.resource.nephio.org): opt-in, since
+	// NephioResource serves Nephio's NetworkInstances, IPPrefixes,
+	// IPClaims, VLANIndexes and VLANClaims (ipam.resource.nephio.org,
+	// vlan.resource.nephio.org): opt-in, since
 	// Nephio's resource backend serves the same kinds.
 	NephioResource bool
 	// FrontCheck is how often a front whose CRDs are not installed yet

@@ -31,8 +31,8 @@ type Options struct {
 	// NVIDIA asks for the NVIDIA front: on once its CRDs are installed
 	// and the RBAC lets the controllers watch them and the nodes.
 	NVIDIA bool
-	// Nephio asks for the Nephio front (IPClaim, VLANClaim, VLANIndex of
-	// Nephio's resource API): on once its CRDs are installed and the RBAC
+	// Nephio asks for the Nephio front (NetworkInstance, IPPrefix,
+	// IPClaim, VLANIndex, VLANClaim of Nephio's resource API): on once its CRDs are installed and the RBAC
 	// lets the controllers watch them.
 	Nephio bool
 	// FrontCheck is how often a front that is off (the Cluster API
@@ -46,7 +46,8 @@ type Options struct {
 	// controller's name (networkinstance, ipprefix, ipallocation,
 	// inclusterippool, globalinclusterippool, ipaddressclaim,
 	// metal3-ippool, metal3-ipclaim, nvidia-ippool, nephio-ipclaim,
-	// nephio-vlanclaim, nephio-vlanindex), the
+	// nephio-vlanclaim, nephio-vlanindex, nephio-networkinstance,
+	// nephio-ipprefix), the
 	// object and the outcome; any status write is done by then. Tests
 	// count reconciles with it instead of waiting for time to pass.
 	Reconciled func(controller string, key types.NamespacedName, res ctrl.Result, err error)
