@@ -3,6 +3,7 @@ package translate
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -186,4 +187,53 @@ func VLANResult(c *vlanv1alpha1.VLANClaim, res *ipamv1.Result) (id int, rng stri
 		}
 	}
 	return 0, VLANRange{First: first, Last: last}.String(), nil
+}
+
+var (
+	vlanAddrRE  = regexp.MustCompile(`\bfd00::([0-9a-f]{1,3})(/116)?\b`)
+	claimKeyRE  = regexp.MustCompile(`\bIPAllocation ((?:[a-z0-9-]+/)?)nephio-(ip|vlan)claim\.`)
+	vlanIndexRE = regexp.MustCompile(`\bnetwork instance ` + VLANVRFPrefix)
+)
+
+// NephioMessage is msg, a message of ipam-server about a Nephio claim,
+// in the claim's words: its allocation named as the claim (IPClaim
+// ns/n3, VLANClaim ns/n3), a VLAN ID's address as the ID, a VLAN index's
+// VRF as the index.
+func NephioMessage(msg string) string {
+	msg = claimKeyRE.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := claimKeyRE.FindStringSubmatch(m)
+		kind := "IPClaim "
+		if sub[2] == "vlan" {
+			kind = "VLANClaim "
+		}
+		return kind + sub[1]
+	})
+	msg = vlanAddrRE.ReplaceAllStringFunc(msg, func(m string) string {
+		a, err := netip.ParseAddr(strings.TrimSuffix(m, "/116"))
+		if err != nil {
+			return m
+		}
+		id, err := VLANOf(a)
+		if err != nil {
+			return m
+		}
+		return "VLAN ID " + strconv.Itoa(id)
+	})
+	return vlanIndexRE.ReplaceAllString(msg, "VLAN index ")
+}
+
+// NephioVLANField is the field of a VLANClaim that field, a field of its
+// allocation, stands for: spec.prefix and spec.count are spec.vlanID or
+// spec.range.
+func NephioVLANField(c *vlanv1alpha1.VLANClaim, field string) string {
+	switch field {
+	case "spec.prefix", "spec.count":
+		if c != nil && c.Spec.VLANRange != nil {
+			return "spec.range"
+		}
+		return "spec.vlanID"
+	case "spec.networkInstance":
+		return "spec.vlanIndex.name"
+	}
+	return field
 }

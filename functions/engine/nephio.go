@@ -308,3 +308,16 @@ func staleNephioCondition(e *fn.SubObject, want map[string]bool) bool {
 	r, _, _ := e.NestedString("reason")
 	return r == ""
 }
+
+// nephioError is the field and message of a server error about Nephio
+// resource o in o's words (translate.NephioMessage): the claim, not its
+// allocation; a VLAN ID, not its address; spec.vlanID or spec.range, not
+// the allocation's spec.prefix or spec.count.
+func (o *object) nephioError(field, msg string) (string, string) {
+	msg = translate.NephioMessage(msg)
+	if o.kind != vlanv1alpha1.KindVLANClaim {
+		return field, msg
+	}
+	mapped := translate.NephioVLANField(o.nres.vlanClaim, field)
+	return mapped, strings.Replace(msg, ": "+field+": ", ": "+mapped+": ", 1)
+}

@@ -71,6 +71,7 @@ func (r nephioIPClaimKind) serve(ctx context.Context, c *nipamv1alpha1.IPClaim) 
 		res = resp.GetResult()
 		o = classify(err, "allocated "+res.GetPrefix())
 	}
+	o.message = translate.NephioMessage(o.message)
 	setConditions(&c.Status.Conditions, o, c.Generation)
 	if o.synced {
 		c.Status.Prefix, c.Status.Gateway = optional(res.GetPrefix()), optional(res.GetGateway())
@@ -136,6 +137,7 @@ func (r nephioVLANClaimKind) serve(ctx context.Context, c *vlanv1alpha1.VLANClai
 			id, o.message = &v, "allocated VLAN ID "+strconv.Itoa(n)
 		}
 	}
+	o.message = translate.NephioMessage(o.message)
 	setConditions(&c.Status.Conditions, o, c.Generation)
 	if o.synced {
 		c.Status.VLANID, c.Status.VLANRange = id, optional(rng)

@@ -294,7 +294,7 @@ func (s *Server) Claim(ctx context.Context, req *resourcepb.ClaimRequest) (*reso
 	}
 	resp, err := s.ipam.Sync(ctx, sync)
 	if err != nil {
-		return nil, err
+		return nil, claimError(err)
 	}
 	res := firstResult(resp.GetPrefixes())
 	if !c.declaresPrefix() {
@@ -323,7 +323,7 @@ func (s *Server) GetClaim(ctx context.Context, req *resourcepb.ClaimRequest) (*r
 	}
 	resp, err := s.ipam.Get(ctx, get)
 	if err != nil {
-		return nil, err
+		return nil, claimError(err)
 	}
 	res := resp.GetObject().GetAllocation().GetResult()
 	if c.declaresPrefix() {
@@ -348,9 +348,19 @@ func (s *Server) DeleteClaim(ctx context.Context, req *resourcepb.ClaimRequest) 
 		err = absentOK(s.ipam.Release(ctx, &ipamv1.DeleteRequest{Key: c.key(c.allocName())}))
 	}
 	if err != nil {
-		return nil, err
+		return nil, claimError(err)
 	}
 	return &resourcepb.EmptyResponse{}, nil
+}
+
+// claimError is err, a status of ipam-server's own service about a
+// claim, in the claim's words (translate.NephioMessage), with its code.
+func claimError(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	return status.Error(st.Code(), translate.NephioMessage(st.Message()))
 }
 
 // response is the answer to req for claim c, held as res: the object

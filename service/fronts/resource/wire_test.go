@@ -249,6 +249,12 @@ func TestClaims(t *testing.T) {
 		}
 	}
 
+	// A taken ID is refused in the claim's words.
+	_, err = c.Claim(ctx, &resourcepb.ClaimRequest{Header: header(vlanGroup, "VLANClaim", "dup", reqGroup, "Interface", "n3"), Spec: vlanClaim("dup", `{"vlanIndex":{"name":"cluster01"},"vlanID":1}`)})
+	if status.Code(err) != codes.AlreadyExists || !strings.Contains(status.Convert(err).Message(), "VLAN ID 1 is already held by VLANClaim default/n3") {
+		t.Fatalf("a taken VLAN ID: %v, want AlreadyExists naming VLAN ID 1 and VLANClaim default/n3", err)
+	}
+
 	// An index whose IDs are claimed is not deleted.
 	vlanIndex := &resourcepb.ClaimRequest{Header: header(vlanGroup, "VLANIndex", "cluster01", vlanGroup, "VLANIndex", "cluster01")}
 	if _, err := c.DeleteIndex(ctx, vlanIndex); status.Code(err) != codes.FailedPrecondition {
