@@ -180,11 +180,11 @@ func TestVLANIndex(t *testing.T) {
 
 func TestNephioMessage(t *testing.T) {
 	for in, want := range map[string]string{
-		`fd00::1 is already held by IPAllocation nephio-vlanclaim.upf-n3 of owner "o"`:  `VLAN ID 1 is already held by VLANClaim upf-n3 of owner "o"`,
-		`IPAllocation ns/nephio-ipclaim.n3: spec.selector: matches nothing`:               `IPClaim ns/n3: spec.selector: matches nothing`,
-		`fd00::fff is a reserved address of fd00::/116 (rule 3)`:                          `VLAN ID 4095 is a reserved address of fd00::/116 (rule 3)`,
-		`fd00::64/116 (count 101) does not fit in network instance vlan:cluster01`:        `VLAN ID 100 (count 101) does not fit in VLAN index cluster01`,
-		`IPAllocation a: 10.0.0.1 is taken`:                                               `IPAllocation a: 10.0.0.1 is taken`,
+		`fd00::1 is already held by IPAllocation nephio-vlanclaim.upf-n3 of owner "o"`: `VLAN ID 1 is already held by VLANClaim upf-n3 of owner "o"`,
+		`IPAllocation ns/nephio-ipclaim.n3: spec.selector: matches nothing`:            `IPClaim ns/n3: spec.selector: matches nothing`,
+		`fd00::fff is a reserved address of fd00::/116 (rule 3)`:                       `VLAN ID 4095 is a reserved address of fd00::/116 (rule 3)`,
+		`fd00::64/116 (count 101) does not fit in network instance vlan:cluster01`:     `VLAN ID 100 (count 101) does not fit in VLAN index cluster01`,
+		`IPAllocation a: 10.0.0.1 is taken`:                                            `IPAllocation a: 10.0.0.1 is taken`,
 	} {
 		if got := NephioMessage(in); got != want {
 			t.Errorf("NephioMessage(%q) = %q, want %q", in, got, want)
