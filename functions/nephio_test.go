@@ -164,3 +164,37 @@ func TestNephioRestart(t *testing.T) {
 		t.Errorf("the new VLANClaim did not get ID 6 (1, 2-5 and 100-109 are held):\n%s", diff)
 	}
 }
+
+// TestNephioAudit: ipamctl audit of a checkout of Nephio's packages finds
+// nothing after a render (every VRF, prefix, VLAN index and claim is
+// declared), and a VLAN ID edited by hand is drift.
+func TestNephioAudit(t *testing.T) {
+	bin := binaries(t)
+	kptPath(t)
+	addr := startServer(t)
+	repo := t.TempDir()
+	pkgtest.Git(t, repo, "init", "--quiet")
+	root := filepath.Join(pkgtest.ModuleRoot(t), "testdata", "nephio")
+	for _, name := range []string{"infra", "workload", "claim_pool"} {
+		pkg := filepath.Join(repo, name)
+		pkgtest.CopyPackage(t, filepath.Join(root, name), pkg)
+		point(t, pkg, filepath.Join(bin, "ipam-fn"), addr)
+		if out, ok := render(t, pkg, t.TempDir()); !ok {
+			t.Fatalf("render %s:\n%s", name, out)
+		}
+	}
+	pkgtest.CommitAll(t, repo, "rendered")
+	audit := func() (string, error) {
+		out, err := exec.Command(filepath.Join(bin, "ipamctl"), "--server", addr, "audit", repo).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := audit(); err != nil || !strings.Contains(out, "no findings") {
+		t.Fatalf("a freshly rendered checkout: %v\n%s", err, out)
+	}
+	pkgtest.ReplaceIn(t, filepath.Join(repo, "workload", "vlanclaim.yaml"), "vlanID: 1\n", "vlanID: 7\n")
+	out, err := audit()
+	if err == nil || !strings.Contains(out, "VLANClaim upf-cluster01-n3") || !strings.Contains(out, "Git says VLAN ID 7, the server holds VLAN ID 1") {
+		t.Fatalf("a VLAN ID edited by hand: %v\n%s", err, out)
+	}
+	t.Logf("ipamctl audit:\n%s", out)
+}

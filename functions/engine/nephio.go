@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -320,4 +321,48 @@ func (o *object) nephioError(field, msg string) (string, string) {
 	}
 	mapped := translate.NephioVLANField(o.nres.vlanClaim, field)
 	return mapped, strings.Replace(msg, ": "+field+": ", ": "+mapped+": ", 1)
+}
+
+// declaredNephio is what Nephio resource o declares in ipam-server, for
+// the audit: a NetworkInstance's VRF; an IPPrefix's prefixes and a
+// VLANIndex's VRF and network, with the prefixes of req; a claim's
+// allocation with what its status says (a VLAN ID as its address).
+func (o *object) declaredNephio(req *ipamv1.SyncRequest) []Declared {
+	var out []Declared
+	switch o.kind {
+	case nipamv1alpha1.KindNetworkInstance:
+		return []Declared{{Kind: vocab.ObjNetworkInstance, Namespace: o.ns, Name: o.name, Item: o.item}}
+	case nipamv1alpha1.KindIPPrefix, vlanv1alpha1.KindVLANIndex:
+		names := []alias{{vocab.ObjPrefix, o.ns, o.name}}
+		if o.kind == vlanv1alpha1.KindVLANIndex {
+			names = nil
+		}
+		for _, a := range append(names, o.aliases...) {
+			d := Declared{Kind: a.object, Namespace: a.ns, Name: a.name, Item: o.item}
+			for _, p := range req.GetPrefixes() {
+				if a.object == vocab.ObjPrefix && p.GetKey().GetName() == a.name && p.GetKey().GetNamespace() == a.ns {
+					d.Prefix = p.GetPrefix()
+				}
+			}
+			out = append(out, d)
+		}
+		return out
+	}
+	if !o.isNephioClaim() || len(o.aliases) == 0 {
+		return nil
+	}
+	d := Declared{Kind: vocab.ObjAllocation, Namespace: o.ns, Name: o.aliases[0].name, Item: o.item}
+	if o.nres.vlanClaim != nil {
+		d.AddressOnly = true
+		if id, found, _ := o.item.NestedInt64("status", "vlanID"); found && id >= 0 && id <= translate.MaxVLAN {
+			d.Prefix = netip.PrefixFrom(translate.VLANAddr(int(id)), translate.VLANNetwork.Bits()).String()
+		} else if rng, _, _ := o.item.NestedString("status", "vlanRange"); rng != "" {
+			if r, err := translate.ParseVLANRange(rng); err == nil && r.Size == 0 {
+				d.Prefix = netip.PrefixFrom(translate.VLANAddr(r.First), translate.VLANNetwork.Bits()).String()
+			}
+		}
+	} else {
+		d.Prefix, _, _ = o.item.NestedString("status", "prefix")
+	}
+	return append(out, d)
 }
