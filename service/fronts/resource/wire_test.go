@@ -102,7 +102,7 @@ func header(group, kind, name, ownerGroup, ownerKind, owner string) *resourcepb.
 
 // ipClaim is the JSON of an IPClaim as Nephio's client sends it: the
 // whole object.
-func ipClaim(t *testing.T, name, spec string) string {
+func ipClaim(t testing.TB, name, spec string) string {
 	t.Helper()
 	doc := `{"apiVersion":"ipam.resource.nephio.org/v1alpha1","kind":"IPClaim","metadata":{"name":"` + name + `","namespace":"default"},"spec":` + spec + `}`
 	if !json.Valid([]byte(doc)) {
@@ -125,7 +125,7 @@ const (
 // do through the client, the VRF vpc with aggregate 10.0.0.0/8 and the
 // network 10.0.0.1/24 (gateway .1) of cluster01, and the VLAN index
 // cluster01.
-func infra(t *testing.T, ctx context.Context, c resourcepb.ResourceClient) {
+func infra(t testing.TB, ctx context.Context, c resourcepb.ResourceClient) {
 	t.Helper()
 	if _, err := c.CreateIndex(ctx, &resourcepb.ClaimRequest{Header: header(ipamGroup, "NetworkInstance", "vpc", ipamGroup, "NetworkInstance", "vpc"),
 		Spec: `{"apiVersion":"ipam.resource.nephio.org/v1alpha1","kind":"NetworkInstance","metadata":{"name":"vpc"},"spec":{"prefixes":[{"prefix":"10.0.0.0/8"}]}}`}); err != nil {
