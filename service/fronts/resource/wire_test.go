@@ -176,7 +176,7 @@ func TestClaims(t *testing.T) {
 	}
 
 	n3 := &resourcepb.ClaimRequest{Header: header(ipamGroup, "IPClaim", "upf-n3", reqGroup, "Interface", "n3"), ExpiryTime: "2030-01-01T00:00:00Z",
-		Spec: ipClaim(t, "upf-n3", `{"kind":"network","networkInstance":{"name":"vpc"},"selector":{"matchLabels":{"nephio.org/cluster-name":"cluster01"}},"labels":{"nephio.org/owner-gvk":"Interface.v1alpha1.req.nephio.org","nephio.org/owner-nsn-name":"n3",` +
+		Spec: ipClaim(t, "upf-n3", `{"kind":"network","networkInstance":{"name":"vpc"},"selector":{"matchLabels":{"nephio.org/cluster-name":"cluster01"}},"labels":{"nephio.org/owner-gvk":"Interface.v1alpha1.req.nephio.org","nephio.org/owner-nsn-name":"n3",`+
 			`"nephio.org/owner-nsn-namespace":"default","nephio.org/gvk":"IPClaim.v1alpha1.ipam.resource.nephio.org","nephio.org/nsn-name":"upf-n3","nephio.org/nsn-namespace":"default"}}`)}
 	var first *resourcepb.ClaimResponse
 	for range 2 { // the same claim again is the same answer
