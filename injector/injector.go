@@ -448,11 +448,19 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 	}
 	kf := files.kptfile()
 	if kf != nil {
-		c, err := engine.SetKptfileCondition(kf, cond)
-		if err != nil {
-			return outcome{}, fmt.Errorf("PackageRevision %s: Kptfile: %w", key, err)
+		conds := []engine.Condition{cond}
+		if perr != nil {
+			// Nephio's claims that failed get their own condition False
+			// with the error, as Nephio's specializers write it.
+			conds = append(conds, engine.NephioFailedConditions(kf, results)...)
 		}
-		changed = changed || c
+		for _, cond := range conds {
+			c, err := engine.SetKptfileCondition(kf, cond)
+			if err != nil {
+				return outcome{}, fmt.Errorf("PackageRevision %s: Kptfile: %w", key, err)
+			}
+			changed = changed || c
+		}
 	}
 	if !changed {
 		return failed(prr.ResourceVersion, false)

@@ -255,4 +255,28 @@ func TestPorchNephioDraft(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A claim that cannot be served gets its condition False with the
+	// error, as Nephio's specializers write it; the Draft keeps it.
+	taken := "---\napiVersion: vlan.resource.nephio.org/v1alpha1\nkind: VLANClaim\nmetadata:\n  name: upf-taken\nspec:\n  vlanIndex:\n    name: edge\n  vlanID: 1\n"
+	x.edit(v1, func(r map[string]string) { r["vlanclaim.yaml"] += taken })
+	eventually(t, 60*time.Second, "upf-taken refused", func() error {
+		c := x.nephioStatus(v1).conditions["vlan.resource.nephio.org/v1alpha1.VLANClaim.upf-taken"]
+		if c.Status != "False" || c.Message != "spec.vlanID: VLAN ID 1 is already held by VLANClaim upf-n3 of owner \""+owner+"\" (vlanclaim.yaml)" {
+			return fmt.Errorf("condition %+v", c)
+		}
+		return nil
+	})
+	if c := x.nephioStatus(v1).conditions[ConditionType]; c.Status != "False" {
+		t.Errorf("the injector's condition: %+v", c)
+	}
+	// Removed again, the claim's condition goes with it.
+	x.edit(v1, func(r map[string]string) { r["vlanclaim.yaml"] = strings.Replace(r["vlanclaim.yaml"], taken, "", 1) })
+	eventually(t, 60*time.Second, "upf-taken's condition removed", func() error {
+		st := x.nephioStatus(v1)
+		if _, ok := st.conditions["vlan.resource.nephio.org/v1alpha1.VLANClaim.upf-taken"]; ok || st.conditions[ConditionType].Status != "True" {
+			return fmt.Errorf("conditions %+v", st.conditions)
+		}
+		return nil
+	})
 }

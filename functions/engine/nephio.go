@@ -366,3 +366,38 @@ func (o *object) declaredNephio(req *ipamv1.SyncRequest) []Declared {
 	}
 	return append(out, d)
 }
+
+// NephioFailedConditions are the root Kptfile conditions of the Nephio
+// claims that results (of a failed Process) name: False, with the error
+// as the message and the reason the Kptfile k holds for the claim kept.
+// Process writes none (kpt keeps nothing a failed function returns); a
+// client that keeps its package after a failure, as the Porch injector
+// does, writes them as Nephio's condition SDK does.
+func NephioFailedConditions(k *fn.KubeObject, results fn.Results) []Condition {
+	var out []Condition
+	seen := map[string]int{}
+	for _, r := range results {
+		ref := r.ResourceRef
+		if r.Severity != fn.Error || ref == nil ||
+			!(ref.APIVersion == nipamv1alpha1.APIVersion && ref.Kind == nipamv1alpha1.KindIPClaim ||
+				ref.APIVersion == vlanv1alpha1.APIVersion && ref.Kind == vlanv1alpha1.KindVLANClaim) {
+			continue
+		}
+		c := Condition{Type: NephioConditionType(ref.APIVersion, ref.Kind, ref.Name), Status: "False", Message: r.Message}
+		if r.Field != nil && r.Field.Path != "" {
+			c.Message = r.Field.Path + ": " + c.Message
+		}
+		if k != nil {
+			if cur, ok := KptfileCondition(k, c.Type); ok {
+				c.Reason = cur.Reason
+			}
+		}
+		if i, ok := seen[c.Type]; ok { // one condition per claim: the errors joined
+			out[i].Message += "; " + c.Message
+			continue
+		}
+		seen[c.Type] = len(out)
+		out = append(out, c)
+	}
+	return out
+}

@@ -177,3 +177,26 @@ func TestProcessNephioErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestNephioFailedConditions(t *testing.T) {
+	objs := pkgtest.Items(t, "Kptfile", nephioKptfile)
+	kf := pkgtest.Find(t, objs, "Kptfile", "upf")
+	ref := func(apiVersion, kind, name string) *fn.ResourceRef {
+		return &fn.ResourceRef{APIVersion: apiVersion, Kind: kind, Name: name}
+	}
+	got := engine.NephioFailedConditions(kf, fn.Results{
+		{Severity: fn.Error, Message: "matches no network prefix", Field: &fn.Field{Path: "spec.selector"}, ResourceRef: ref("ipam.resource.nephio.org/v1alpha1", "IPClaim", "n3")},
+		{Severity: fn.Error, Message: "a second error", ResourceRef: ref("ipam.resource.nephio.org/v1alpha1", "IPClaim", "n3")},
+		{Severity: fn.Error, Message: "taken", Field: &fn.Field{Path: "spec.vlanID"}, ResourceRef: ref("vlan.resource.nephio.org/v1alpha1", "VLANClaim", "v")},
+		{Severity: fn.Error, Message: "not a Nephio claim", ResourceRef: ref("ipam.nephio.org/v1alpha1", "IPAllocation", "a")},
+		{Severity: fn.Warning, Message: "a warning", ResourceRef: ref("ipam.resource.nephio.org/v1alpha1", "IPClaim", "w")},
+	})
+	want := []engine.Condition{
+		{Type: "ipam.resource.nephio.org/v1alpha1.IPClaim.n3", Status: "False", Reason: "req.nephio.org/v1alpha1.Interface.n3",
+			Message: "spec.selector: matches no network prefix; a second error"},
+		{Type: "vlan.resource.nephio.org/v1alpha1.VLANClaim.v", Status: "False", Message: "spec.vlanID: taken"},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("NephioFailedConditions = %+v\nwant %+v", got, want)
+	}
+}
