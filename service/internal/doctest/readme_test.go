@@ -225,7 +225,7 @@ func TestBlueprintReadmes(t *testing.T) {
 		home := t.TempDir()
 		writeKubeconfig(t, filepath.Join(home, ".kube", "config"))
 		return home
-	}, "blueprints/ipam/README.md", "blueprints/ipam-metal3/README.md", "blueprints/ipam-nvidia/README.md")
+	}, "blueprints/ipam/README.md", "blueprints/ipam-metal3/README.md", "blueprints/ipam-nvidia/README.md", "blueprints/ipam-nephio/README.md")
 }
 
 // writeKubeconfig starts an API server (envtest, no CRDs) for the test and
