@@ -105,7 +105,7 @@ fuzz: ## run every Fuzz* target for FUZZTIME (default 20s) each
 
 generate: generate-api generate-proto blueprint-crds blueprint-rbac capi-crds ## regenerate all committed generated code
 
-generate-api: controller-gen ## regenerate deepcopy and CRD YAML of api/ipam, api/metal3 and api/nvidia, deepcopy of the api/capi mirrors
+generate-api: controller-gen ## regenerate deepcopy and CRD YAML of api/ipam, api/metal3, api/nvidia and api/nephioresource, deepcopy of the api/capi mirrors
 	rm -f api/ipam/v1alpha1/crds/*.yaml
 	$(CONTROLLER_GEN) object paths=./api/ipam/... crd paths=./api/ipam/... output:crd:artifacts:config=api/ipam/v1alpha1/crds
 	$(CONTROLLER_GEN) object paths=./api/capi/...
@@ -113,6 +113,11 @@ generate-api: controller-gen ## regenerate deepcopy and CRD YAML of api/ipam, ap
 	$(CONTROLLER_GEN) object paths=./api/metal3/... crd paths=./api/metal3/... output:crd:artifacts:config=api/metal3/v1alpha1/crds
 	rm -f api/nvidia/v1alpha1/crds/*.yaml
 	$(CONTROLLER_GEN) object paths=./api/nvidia/... crd paths=./api/nvidia/... output:crd:artifacts:config=api/nvidia/v1alpha1/crds
+	$(CONTROLLER_GEN) object paths=./api/nephioresource/common/...
+	rm -f api/nephioresource/ipam/v1alpha1/crds/*.yaml
+	$(CONTROLLER_GEN) object paths=./api/nephioresource/ipam/... crd paths=./api/nephioresource/ipam/... output:crd:artifacts:config=api/nephioresource/ipam/v1alpha1/crds
+	rm -f api/nephioresource/vlan/v1alpha1/crds/*.yaml
+	$(CONTROLLER_GEN) object paths=./api/nephioresource/vlan/... crd paths=./api/nephioresource/vlan/... output:crd:artifacts:config=api/nephioresource/vlan/v1alpha1/crds
 
 # ipam-controller's ClusterRoles, one per blueprint, from the
 # +kubebuilder:rbac markers of service/fronts/controllers/rbac_*.go
@@ -166,9 +171,9 @@ protoc-gen-go-grpc: ## install the pinned protoc-gen-go-grpc under bin/ unless i
 		GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION); \
 	fi
 
-GENERATED := api/ blueprints/ipam/crds/ blueprints/ipam-metal3/crds/ blueprints/ipam-nvidia/crds/ \
+GENERATED := api/ blueprints/ipam/crds/ blueprints/ipam-metal3/crds/ blueprints/ipam-nvidia/crds/ blueprints/ipam-nephio/crds/ \
 	blueprints/ipam/rbac-controller-role.yaml blueprints/ipam-metal3/rbac-controller-metal3-role.yaml \
-	blueprints/ipam-nvidia/rbac-controller-nvidia-role.yaml
+	blueprints/ipam-nvidia/rbac-controller-nvidia-role.yaml blueprints/ipam-nephio/rbac-controller-nephio-role.yaml
 
 verify: generate ## fail if committed generated code under api/ (or the blueprints' CRDs and ClusterRoles) is stale
 	@untracked=$$(git ls-files --others --exclude-standard -- $(GENERATED)); \
@@ -371,13 +376,17 @@ release-artifacts: catalog ## write the clusterctl provider repository (ipam-com
 catalog: ## write ipam-fn's kpt function catalog entry (metadata.yaml: image ipam-fn:<version>, source at its Git ref) into bin/release/ipam-fn/<version>
 	$(GO) run ./functions/internal/catalog --version $(VERSION) --out $(RELEASE_DIR)
 
-blueprint-crds: generate-api ## copy the generated CRDs into the blueprints/ipam, ipam-metal3 and ipam-nvidia kpt packages, in the form kpt writes
+blueprint-crds: generate-api ## copy the generated CRDs into the blueprints/ipam, ipam-metal3, ipam-nvidia and ipam-nephio kpt packages, in the form kpt writes
 	rm -rf blueprints/ipam/crds
 	kpt fn source api/ipam/v1alpha1/crds | kpt fn sink blueprints/ipam/crds
 	rm -rf blueprints/ipam-metal3/crds
 	kpt fn source api/metal3/v1alpha1/crds | kpt fn sink blueprints/ipam-metal3/crds
 	rm -rf blueprints/ipam-nvidia/crds
 	kpt fn source api/nvidia/v1alpha1/crds | kpt fn sink blueprints/ipam-nvidia/crds
+	rm -rf blueprints/ipam-nephio/crds
+	kpt fn source api/nephioresource/ipam/v1alpha1/crds | kpt fn sink blueprints/ipam-nephio/crds
+	rm -rf bin/crds-vlan && kpt fn source api/nephioresource/vlan/v1alpha1/crds | kpt fn sink bin/crds-vlan
+	mv bin/crds-vlan/*.yaml blueprints/ipam-nephio/crds/ && rm -rf bin/crds-vlan
 
 clean: ## remove bin/ (binaries and installed tools)
 	rm -rf $(BIN)

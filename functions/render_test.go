@@ -180,7 +180,7 @@ func runStep(t *testing.T, s step, pkg string) {
 			summary = summary || strings.HasPrefix(r.Message, "ipam-fn: synced ")
 		}
 	}
-	if !summary {
+	if !summary && hasResults { // a package without IPAM resources makes no call and reports nothing
 		t.Errorf("%s: the render succeeded without its summary result:\n%s", s.name, gotResults)
 	}
 	// Idempotence: rendering the rendered package changes no byte.

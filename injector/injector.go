@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
+	nipamv1alpha1 "github.com/nephio-project/ipam/api/nephioresource/ipam/v1alpha1"
+	vlanv1alpha1 "github.com/nephio-project/ipam/api/nephioresource/vlan/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/functions/engine"
 )
@@ -446,11 +448,19 @@ func (in *Injector) process(ctx context.Context, key types.NamespacedName, pr *u
 	}
 	kf := files.kptfile()
 	if kf != nil {
-		c, err := engine.SetKptfileCondition(kf, cond)
-		if err != nil {
-			return outcome{}, fmt.Errorf("PackageRevision %s: Kptfile: %w", key, err)
+		conds := []engine.Condition{cond}
+		if perr != nil {
+			// Nephio's claims that failed get their own condition False
+			// with the error, as Nephio's specializers write it.
+			conds = append(conds, engine.NephioFailedConditions(kf, results)...)
 		}
-		changed = changed || c
+		for _, cond := range conds {
+			c, err := engine.SetKptfileCondition(kf, cond)
+			if err != nil {
+				return outcome{}, fmt.Errorf("PackageRevision %s: Kptfile: %w", key, err)
+			}
+			changed = changed || c
+		}
 	}
 	if !changed {
 		return failed(prr.ResourceVersion, false)
@@ -529,14 +539,21 @@ func (e errStaleRead) Error() string {
 
 // summary is the message of a True condition.
 func summary(items fn.KubeObjects) string {
-	var allocs, prefixes int
+	var allocs, prefixes, ipClaims, vlanClaims int
 	for _, it := range items {
 		switch {
 		case it.IsGVK(ipamv1alpha1.Group, ipamv1alpha1.Version, ipamv1alpha1.KindIPAllocation):
 			allocs++
 		case it.IsGVK(ipamv1alpha1.Group, ipamv1alpha1.Version, ipamv1alpha1.KindIPPrefix):
 			prefixes++
+		case it.IsGVK(nipamv1alpha1.Group, nipamv1alpha1.Version, nipamv1alpha1.KindIPClaim):
+			ipClaims++
+		case it.IsGVK(vlanv1alpha1.Group, vlanv1alpha1.Version, vlanv1alpha1.KindVLANClaim):
+			vlanClaims++
 		}
+	}
+	if ipClaims+vlanClaims > 0 { // Nephio's claims are counted when there are some
+		return fmt.Sprintf("%d IPAllocation(s), %d IPPrefix(es), %d IPClaim(s) and %d VLANClaim(s) allocated by ipam-server", allocs, prefixes, ipClaims, vlanClaims)
 	}
 	return fmt.Sprintf("%d IPAllocation(s) and %d IPPrefix(es) allocated by ipam-server", allocs, prefixes)
 }

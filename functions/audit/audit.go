@@ -164,6 +164,9 @@ func compare(p *pkg, held map[string]heldObject) []Finding {
 				Detail: fmt.Sprintf("the server holds %s; the package no longer declares it (render it to release)", held[id].prefix)})
 		}
 	}
+	for i := range out { // Nephio's claims in their own words
+		out[i].Object, out[i].Detail = translate.NephioMessage(out[i].Object), translate.NephioMessage(out[i].Detail)
+	}
 	return out
 }
 

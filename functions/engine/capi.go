@@ -426,6 +426,8 @@ func DeclaredByFronts(owner string, items fn.KubeObjects) []Declared {
 				}
 				out = append(out, d)
 			}
+		case o.nres != nil:
+			out = append(out, o.declaredNephio(req)...)
 		case o.claim != nil && len(o.aliases) > 0:
 			d := Declared{Kind: vocab.ObjAllocation, Namespace: o.ns, Name: o.aliases[0].name, Item: o.item, AddressOnly: o.claim.m3 != nil}
 			if a := o.claim.addr; a != nil {

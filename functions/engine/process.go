@@ -87,6 +87,8 @@ type object struct {
 	m3pool *translate.Metal3Pool
 	// claim is an IPAddressClaim read.
 	claim *claimPart
+	// nres is a resource of Nephio's resource API read.
+	nres *nephioPart
 }
 
 // id names o in messages: Kind namespace/name.
@@ -98,7 +100,7 @@ func (o *object) id() string { return o.kind + " " + translate.ID(o.ns, o.name) 
 // API IPAddressClaim or IPAddress; without one a run needs no server.
 func HasIPAMObjects(items fn.KubeObjects) bool {
 	for _, it := range items {
-		if KindOf(it) != "" || inGroup(it) && !IsConfig(it) ||
+		if KindOf(it) != "" || nephioKindOf(it) != "" || inGroup(it) && !IsConfig(it) ||
 			isCAPI(it, capiv1beta2.KindIPAddressClaim) || isCAPI(it, capiv1beta2.KindIPAddress) ||
 			isMetal3(it, metal3v1alpha1.KindIPPool) || isMetal3(it, metal3v1alpha1.KindIPClaim) || isMetal3(it, metal3v1alpha1.KindIPAddress) {
 			return true
@@ -193,6 +195,10 @@ func Process(ctx context.Context, client ipamv1.IPAMClient, opts Options, items 
 		results = append(results, syncErrorResults(err, opts, objs, idn)...)
 		return false, results, failed(results)
 	}
+	if r := resolveNephio(cctx, client, req, objs); len(r) > 0 {
+		results = append(results, r...)
+		return false, results, failed(results)
+	}
 	resp, err := client.Sync(cctx, req)
 	if err != nil {
 		results = append(results, syncErrorResults(err, opts, objs, idn)...)
@@ -240,6 +246,9 @@ func buildRequest(opts Options, items fn.KubeObjects) (*ipamv1.SyncRequest, []*o
 		switch {
 		case o.kind != "":
 			objs = append(objs, o)
+		case nephioKindOf(it) != "":
+			o.kind = nephioKindOf(it)
+			objs = append(objs, o)
 		case isMetal3(it, metal3v1alpha1.KindIPPool):
 			o.kind = metal3v1alpha1.KindIPPool
 			objs = append(objs, o)
@@ -286,9 +295,12 @@ func buildRequest(opts Options, items fn.KubeObjects) (*ipamv1.SyncRequest, []*o
 		}
 		var warnings []*translate.FieldError
 		var err error
-		if o.kind == metal3v1alpha1.KindIPPool {
+		switch {
+		case nephioKindOf(o.item) != "":
+			warnings, err = o.addNephio(req, owner)
+		case o.kind == metal3v1alpha1.KindIPPool:
 			warnings, err = o.addMetal3Pool(req, owner, items)
-		} else {
+		default:
 			warnings, err = o.add(req, owner)
 		}
 		for _, w := range warnings {

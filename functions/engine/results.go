@@ -55,6 +55,12 @@ func fileOf(it *fn.KubeObject) *fn.File {
 // of kpt's one-line summary.
 func objectResult(o *object, field, msg, code string) *fn.Result {
 	msg = strings.TrimPrefix(msg, o.id()+": ")
+	for _, a := range o.aliases {
+		// A server message about an object o stands for (a claim's
+		// allocation, a VLAN index's VRF) starts with that object's name,
+		// which the resource ref names better.
+		msg = strings.TrimPrefix(msg, a.object+" "+translate.ID(a.ns, a.name)+": ")
+	}
 	if field != "" {
 		msg = strings.TrimPrefix(msg, field+": ")
 	}
@@ -147,7 +153,11 @@ func syncErrorResults(err error, opts Options, objs []*object, idn identity) fn.
 		matched := false
 		for _, o := range objs {
 			if o.answers(it) {
-				results = append(results, objectResult(o, it.GetField(), it.GetMessage(), code))
+				field, msg := it.GetField(), it.GetMessage()
+				if o.nres != nil {
+					field, msg = o.nephioError(field, msg)
+				}
+				results = append(results, objectResult(o, field, msg, code))
 				matched = true
 			}
 		}

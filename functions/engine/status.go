@@ -10,6 +10,8 @@ import (
 	capiv1beta2 "github.com/nephio-project/ipam/api/capi/ipam/v1beta2"
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
+	nipamv1alpha1 "github.com/nephio-project/ipam/api/nephioresource/ipam/v1alpha1"
+	vlanv1alpha1 "github.com/nephio-project/ipam/api/nephioresource/vlan/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/api/translate"
 	"github.com/nephio-project/ipam/api/vocab"
@@ -61,6 +63,21 @@ func writeResults(objs []*object, idn identity, resp *ipamv1.SyncResponse, items
 	var results fn.Results
 	var claims []Condition
 	for _, o := range objs {
+		if o.nres != nil {
+			if !o.isNephioClaim() {
+				continue // VRFs, prefixes and VLAN indexes are left as they are
+			}
+			next, changed, err := writeNephioClaim(o, resp.GetAllocations()[o.index])
+			if err != nil {
+				results = append(results, objectResult(o, "status", err.Error(), ""))
+				continue
+			}
+			if changed {
+				swaps = append(swaps, swap{o.item, next})
+			}
+			claims = append(claims, nephioCondition(idn.kptfile, o))
+			continue
+		}
 		var res *ipamv1.Result
 		switch o.kind {
 		case capiv1beta2.KindIPAddressClaim, metal3v1alpha1.KindIPClaim:
@@ -154,6 +171,10 @@ func summary(objs []*object, written int, resp *ipamv1.SyncResponse) fn.Results 
 				kind, apiVersion, name = capiv1beta2.KindIPAddressClaim, capiv1beta2.GroupVersion.String(), claim
 			} else if claim, ok := strings.CutPrefix(name, translate.PackageMetal3ClaimName("")); ok {
 				kind, apiVersion, name = metal3v1alpha1.KindIPClaim, metal3v1alpha1.GroupVersion.String(), claim
+			} else if claim, ok := strings.CutPrefix(name, NephioIPClaimName("")); ok {
+				kind, apiVersion, name = nipamv1alpha1.KindIPClaim, nipamv1alpha1.APIVersion, claim
+			} else if claim, ok := strings.CutPrefix(name, NephioVLANClaimName("")); ok {
+				kind, apiVersion, name = vlanv1alpha1.KindVLANClaim, vlanv1alpha1.APIVersion, claim
 			}
 		}
 		results = append(results, &fn.Result{Severity: fn.Info,
@@ -233,7 +254,8 @@ func writeStatus(o *fn.KubeObject, prefix, gateway string, conds []Condition) (b
 
 // writeKptfileConditions sets one condition per claim in the Kptfile's
 // status.conditions and removes the conditions of claims the package no
-// longer holds; conditions of other producers are left alone.
+// longer holds (of a Nephio claim: unless its reason names the function
+// that owns it); conditions of other producers are left alone.
 func writeKptfileConditions(k *fn.KubeObject, claims []Condition) (bool, error) {
 	var s setter
 	list, _, err := k.NestedSlice("status", "conditions")
@@ -248,7 +270,7 @@ func writeKptfileConditions(k *fn.KubeObject, claims []Condition) (bool, error) 
 	kept := list[:0:0]
 	for _, e := range list {
 		t, _, _ := e.NestedString("type")
-		if strings.HasPrefix(t, prefix) && !want[t] {
+		if strings.HasPrefix(t, prefix) && !want[t] || staleNephioCondition(e, want) {
 			s.changed = true
 			continue
 		}

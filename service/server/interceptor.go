@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	resourcepb "github.com/nephio-project/ipam/api/proto/resource"
 )
 
 // callGate wraps every call in one interceptor: it refuses IPAM calls with
@@ -40,7 +41,7 @@ func (g *callGate) method(fullMethod string) *gatedMethod {
 		return m.(*gatedMethod)
 	}
 	m, _ := g.methods.LoadOrStore(fullMethod, &gatedMethod{
-		ipam:    strings.HasPrefix(fullMethod, ipamMethodPrefix),
+		ipam:    strings.HasPrefix(fullMethod, ipamMethodPrefix) || strings.HasPrefix(fullMethod, resourceMethodPrefix),
 		latency: g.metrics.rpcLatency(fullMethod),
 	})
 	return m.(*gatedMethod)
@@ -70,6 +71,10 @@ func (g *callGate) refuse(m *gatedMethod) error {
 var errNotReady = status.Error(codes.Unavailable, "ipam-server is restoring its state; retry shortly")
 
 var ipamMethodPrefix = "/" + ipamv1.IPAM_ServiceDesc.ServiceName + "/"
+
+// resourceMethodPrefix starts the methods of Nephio's resource API, which
+// are IPAM calls too.
+var resourceMethodPrefix = "/" + resourcepb.Resource_ServiceDesc.ServiceName + "/"
 
 func (g *callGate) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 	start := time.Now()

@@ -21,7 +21,9 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	resourcepb "github.com/nephio-project/ipam/api/proto/resource"
 	"github.com/nephio-project/ipam/service/client"
+	"github.com/nephio-project/ipam/service/fronts/resource"
 	"github.com/nephio-project/ipam/service/grpcdecode"
 	"github.com/nephio-project/ipam/service/grpcopt"
 	"github.com/nephio-project/ipam/service/ipam"
@@ -449,6 +451,9 @@ func (in *instance) buildGRPC(lis net.Listener) error {
 	}
 	gs := grpc.NewServer(opts...)
 	gs.RegisterService(budget.serviceDesc(&ipamv1.IPAM_ServiceDesc), in.svc)
+	// Nephio's resource backend API, over the same service (so the same
+	// authorization and limits) and the same admission budget.
+	gs.RegisterService(budget.serviceDesc(&resourcepb.Resource_ServiceDesc), resource.New(in.svc))
 	if in.fwd != nil { // the leader's end of the relay other replicas forward over
 		var replica func(authz.Principal) bool
 		if sec.clientCAs != nil {

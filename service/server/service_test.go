@@ -509,7 +509,7 @@ func TestHealthAndReflection(t *testing.T) {
 		services = append(services, s.GetName())
 	}
 	slices.Sort(services)
-	want := []string{"grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection", "ipam.v1.IPAM"}
+	want := []string{"grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection", "ipam.v1.IPAM", "resource.Resource"}
 	if !slices.Equal(services, want) {
 		t.Errorf("reflection lists %v, want %v", services, want)
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
+	resourcepb "github.com/nephio-project/ipam/api/proto/resource"
 	"github.com/nephio-project/ipam/service/ipam"
 	"github.com/nephio-project/ipam/service/server/authz"
 )
@@ -36,8 +37,13 @@ const (
 	DefaultMaxWatchesPerIdentity = 256
 )
 
-// watchMethod is the full name of the IPAM Watch method.
-const watchMethod = ipamv1.IPAM_Watch_FullMethodName
+// watchMethod is the full name of the IPAM Watch method, and
+// resourceWatchMethod of Nephio's resource API's WatchClaim, which runs
+// one: both count against the same limits.
+const (
+	watchMethod         = ipamv1.IPAM_Watch_FullMethodName
+	resourceWatchMethod = resourcepb.Resource_WatchClaim_FullMethodName
+)
 
 // watchLimits refuses, with ResourceExhausted naming the limit and its
 // flag, a Watch stream beyond the streams that may be open at once on its
@@ -86,7 +92,7 @@ func newWatchLimits(cfg Config, log *slog.Logger) *watchLimits {
 // its handler runs, or refuses it; other streams pass. It runs after the
 // authenticator, which names the caller.
 func (l *watchLimits) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if info.FullMethod != watchMethod {
+	if info.FullMethod != watchMethod && info.FullMethod != resourceWatchMethod {
 		return handler(srv, ss)
 	}
 	conn, caller := l.names(ss.Context())

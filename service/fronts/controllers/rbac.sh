@@ -23,4 +23,5 @@ done <<'LIST'
 ipam-controller controller blueprints/ipam/rbac-controller-role.yaml
 ipam-controller-metal3 metal3 blueprints/ipam-metal3/rbac-controller-metal3-role.yaml
 ipam-controller-nvidia nvidia blueprints/ipam-nvidia/rbac-controller-nvidia-role.yaml
+ipam-controller-nephio nephio blueprints/ipam-nephio/rbac-controller-nephio-role.yaml
 LIST

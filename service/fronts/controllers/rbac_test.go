@@ -46,6 +46,7 @@ func TestBlueprintRBACGenerated(t *testing.T) {
 		filepath.Join("blueprints", "ipam", "rbac-controller-role.yaml"),
 		filepath.Join("blueprints", "ipam-metal3", "rbac-controller-metal3-role.yaml"),
 		filepath.Join("blueprints", "ipam-nvidia", "rbac-controller-nvidia-role.yaml"),
+		filepath.Join("blueprints", "ipam-nephio", "rbac-controller-nephio-role.yaml"),
 	}, files)
 	for _, f := range files {
 		want, err := os.ReadFile(filepath.Join(out, f))

@@ -24,6 +24,8 @@ import (
 	capiv1beta2 "github.com/nephio-project/ipam/api/capi/ipam/v1beta2"
 	ipamv1alpha1 "github.com/nephio-project/ipam/api/ipam/v1alpha1"
 	metal3v1alpha1 "github.com/nephio-project/ipam/api/metal3/v1alpha1"
+	nipamv1alpha1 "github.com/nephio-project/ipam/api/nephioresource/ipam/v1alpha1"
+	vlanv1alpha1 "github.com/nephio-project/ipam/api/nephioresource/vlan/v1alpha1"
 	nvv1alpha1 "github.com/nephio-project/ipam/api/nvidia/v1alpha1"
 	ipamv1 "github.com/nephio-project/ipam/api/proto/ipam/v1"
 	"github.com/nephio-project/ipam/service/client"
@@ -78,6 +80,11 @@ type Config struct {
 	// NVIDIA serves NVIDIA's per-node pools (nv-ipam.nvidia.com): opt-in,
 	// since NVIDIA's own controller serves the same kind.
 	NVIDIA bool
+	// NephioResource serves Nephio's NetworkInstances, IPPrefixes,
+	// IPClaims, VLANIndexes and VLANClaims (ipam.resource.nephio.org,
+	// vlan.resource.nephio.org): opt-in, since
+	// Nephio's resource backend serves the same kinds.
+	NephioResource bool
 	// FrontCheck is how often a front whose CRDs are not installed yet
 	// checks again; DefaultFrontCheck when zero.
 	FrontCheck time.Duration
@@ -157,7 +164,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	setupCtx := log.IntoContext(ctx, mgr.GetLogger())
 	if err := Setup(setupCtx, mgr, ipamv1.NewIPAMClient(conn), Options{Owner: cfg.Owner, Resync: cfg.Resync, EventRecorderName: Name,
-		Reconciled: cfg.Reconciled, Metal3: cfg.Metal3, NVIDIA: cfg.NVIDIA, FrontCheck: cfg.FrontCheck}); err != nil {
+		Reconciled: cfg.Reconciled, Metal3: cfg.Metal3, NVIDIA: cfg.NVIDIA,
+		Nephio: cfg.NephioResource, FrontCheck: cfg.FrontCheck}); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while setting up
 		}
@@ -168,10 +176,12 @@ func Run(ctx context.Context, cfg Config) error {
 
 // AddToScheme adds every type the controllers read and write: the
 // Kubernetes built-ins, ipam.nephio.org, ipam.metal3.io,
-// nv-ipam.nvidia.com and the Cluster API mirrors.
+// nv-ipam.nvidia.com, Nephio's ipam.resource.nephio.org and
+// vlan.resource.nephio.org and the Cluster API mirrors.
 func AddToScheme(s *runtime.Scheme) error {
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, ipamv1alpha1.AddToScheme,
-		capiv1beta2.AddToScheme, capicorev1beta2.AddToScheme, metal3v1alpha1.AddToScheme, nvv1alpha1.AddToScheme} {
+		capiv1beta2.AddToScheme, capicorev1beta2.AddToScheme, metal3v1alpha1.AddToScheme, nvv1alpha1.AddToScheme,
+		nipamv1alpha1.AddToScheme, vlanv1alpha1.AddToScheme} {
 		if err := add(s); err != nil {
 			return err
 		}

@@ -31,6 +31,10 @@ type Options struct {
 	// NVIDIA asks for the NVIDIA front: on once its CRDs are installed
 	// and the RBAC lets the controllers watch them and the nodes.
 	NVIDIA bool
+	// Nephio asks for the Nephio front (NetworkInstance, IPPrefix,
+	// IPClaim, VLANIndex, VLANClaim of Nephio's resource API): on once its CRDs are installed and the RBAC
+	// lets the controllers watch them.
+	Nephio bool
 	// FrontCheck is how often a front that is off (the Cluster API
 	// front, and Metal3 and NVIDIA when asked for) checks again whether
 	// it can turn on; DefaultFrontCheck when zero.
@@ -41,7 +45,9 @@ type Options struct {
 	// Reconciled, when set, is called after every reconcile with the
 	// controller's name (networkinstance, ipprefix, ipallocation,
 	// inclusterippool, globalinclusterippool, ipaddressclaim,
-	// metal3-ippool, metal3-ipclaim, nvidia-ippool), the
+	// metal3-ippool, metal3-ipclaim, nvidia-ippool, nephio-ipclaim,
+	// nephio-vlanclaim, nephio-vlanindex, nephio-networkinstance,
+	// nephio-ipprefix), the
 	// object and the outcome; any status write is done by then. Tests
 	// count reconciles with it instead of waiting for time to pass.
 	Reconciled func(controller string, key types.NamespacedName, res ctrl.Result, err error)
@@ -133,6 +139,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c ipamv1.IPAMClient, opts Opti
 	}
 	if opts.NVIDIA {
 		f.list = append(f.list, nvidiaFront(mgr, base, opts.Reconciled))
+	}
+	if opts.Nephio {
+		f.list = append(f.list, nephioFront(mgr, base, opts.Reconciled))
 	}
 	f.list = append(f.list, capiFront(mgr, base, opts.Reconciled, metal3, &claims))
 	off, err := f.tryAll(ctx, true)

@@ -39,10 +39,12 @@ import (
 // crdDir holds the generated CRDs envtest installs; capiCRDDir the Cluster
 // API CRDs (IPAddressClaim, IPAddress, Cluster) copied from its module.
 var (
-	crdDir       = filepath.Join("..", "..", "..", "api", "ipam", "v1alpha1", "crds")
-	capiCRDDir   = filepath.Join("..", "..", "..", "api", "capi", "crds")
-	metal3CRDDir = filepath.Join("..", "..", "..", "api", "metal3", "v1alpha1", "crds")
-	nvidiaCRDDir = filepath.Join("..", "..", "..", "api", "nvidia", "v1alpha1", "crds")
+	crdDir        = filepath.Join("..", "..", "..", "api", "ipam", "v1alpha1", "crds")
+	capiCRDDir    = filepath.Join("..", "..", "..", "api", "capi", "crds")
+	metal3CRDDir  = filepath.Join("..", "..", "..", "api", "metal3", "v1alpha1", "crds")
+	nvidiaCRDDir  = filepath.Join("..", "..", "..", "api", "nvidia", "v1alpha1", "crds")
+	nephioCRDDirs = []string{filepath.Join("..", "..", "..", "api", "nephioresource", "ipam", "v1alpha1", "crds"),
+		filepath.Join("..", "..", "..", "api", "nephioresource", "vlan", "v1alpha1", "crds")}
 )
 
 // suite is one kube-apiserver + etcd (envtest, real binaries) and one
@@ -113,7 +115,7 @@ func startSuite() (_ *suite, err error) {
 		return nil, err
 	}
 	s.env = &envtest.Environment{
-		CRDDirectoryPaths:     []string{crdDir, capiCRDDir, metal3CRDDir, nvidiaCRDDir},
+		CRDDirectoryPaths:     append([]string{crdDir, capiCRDDir, metal3CRDDir, nvidiaCRDDir}, nephioCRDDirs...),
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}

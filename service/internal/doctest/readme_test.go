@@ -227,7 +227,7 @@ func TestBlueprintReadmes(t *testing.T) {
 		home := t.TempDir()
 		writeKubeconfig(t, filepath.Join(home, ".kube", "config"))
 		return home
-	}, "blueprints/ipam-metal3/README.md", "blueprints/ipam-nvidia/README.md")
+	}, "blueprints/ipam-metal3/README.md", "blueprints/ipam-nvidia/README.md", "blueprints/ipam-nephio/README.md")
 }
 
 // TestBlueprintIPAMReadme runs the walk-throughs of service/cluster's and
