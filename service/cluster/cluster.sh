@@ -96,10 +96,15 @@ waitfor() {
 # The processes `up` starts, in the order `down` stops them.
 PROCS=(kube-proxy kubelet containerd kube-scheduler kube-controller-manager kube-apiserver etcd forwarder)
 
+# ours: whether the namespace $NS is the one this state made.
+ours() {
+	[[ -f $STATE/netns-inode && "$(stat -L -c %i "$NSPATH" 2>/dev/null)" == "$(cat "$STATE/netns-inode")" ]]
+}
+
 status() {
 	local p ok=1
 	for p in "${PROCS[@]}"; do alive "$p" || ok=; done
-	[[ -n $ok && -e $NSPATH ]] && kc get --raw /readyz >/dev/null 2>&1
+	[[ -n $ok ]] && ours && kc get --raw /readyz >/dev/null 2>&1
 }
 
 preflight() {
@@ -492,6 +497,9 @@ up() {
 		images
 		return 0
 	fi
+	if [[ -e $NSPATH ]] && ! ours; then
+		die "the network namespace $NS exists but is not this checkout's (another checkout's cluster?): run make cluster-down there"
+	fi
 	if [[ -e $NSPATH ]] || ls "$PIDS"/*.pid >/dev/null 2>&1; then
 		say "a cluster is partly up; taking it down first"
 		down
@@ -555,7 +563,9 @@ down() {
 	for m in $(awk '{print $5}' /proc/self/mountinfo | grep "^$STATE/" | sort -r); do
 		umount -l "$m" 2>/dev/null || true
 	done
-	ip netns del "$NS" 2>/dev/null || true
+	if ours; then
+		ip netns del "$NS" 2>/dev/null || true
+	fi
 	# kubelet's pod cgroups (cgroup v1 hierarchies, or v2), deepest first.
 	for m in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
 		[[ -d $m ]] && find "$m" -depth -type d -exec rmdir {} \; 2>/dev/null || true
@@ -583,7 +593,9 @@ down() {
 	rm -rf "$STATE"
 	[[ -z $left ]] || die "processes of the cluster are still running:$left"
 	! grep -q " $STATE/" /proc/self/mountinfo || die "mounts under $STATE are left"
-	! ip netns list | grep -qw "$NS" || die "the network namespace $NS is left"
+	if [[ -n $ino && "$(stat -L -c %i "$NSPATH" 2>/dev/null)" == "$ino" ]]; then
+		die "the network namespace $NS is left"
+	fi
 	say "down"
 }
 
