@@ -4,170 +4,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nephio-project/ipam/service/cluster/clusterkit"
 	"github.com/nephio-project/ipam/service/cluster/load"
-	"github.com/nephio-project/ipam/service/internal/clustertest"
 )
-
-const ns = "ipam-system"
-
-// blueprint is blueprints/ipam installed on the cluster as its README
-// says: the trial certificates, kpt live init and kpt live apply
-// --reconcile-timeout=3m, which must exit 0 with every Deployment
-// Available.
-type blueprint struct {
-	c     *clustertest.Cluster
-	pkg   string
-	certs string
-}
-
-// installIPAM installs a copy of blueprints/ipam and removes it, with
-// everything it made, when t ends.
-// edit, when set, changes the copy's files before it is applied (the
-// kpt-set fields a user edits by hand: apply-setters needs its image).
-func installIPAM(t *testing.T, c *clustertest.Cluster, edit func(pkg string)) *blueprint {
-	t.Helper()
-	tmp := t.TempDir()
-	b := &blueprint{c: c, pkg: filepath.Join(tmp, "ipam"), certs: filepath.Join(tmp, "certs")}
-	b.pkg = copyPackage(t, c, "ipam", tmp)
-	if edit != nil {
-		edit(b.pkg)
-	}
-	t.Cleanup(func() { b.remove(t) })
-	if out, err := c.Run(filepath.Join(b.pkg, "trial-certs.sh"), ns, b.certs); err != nil {
-		t.Fatalf("trial-certs.sh: %v\n%s", err, out)
-	}
-	b.kpt(t, "live", "init", b.pkg)
-	start := time.Now()
-	out := b.kpt(t, "live", "apply", b.pkg, "--reconcile-timeout=3m")
-	t.Logf("kpt live apply --reconcile-timeout=3m: reconciled in %s", time.Since(start).Round(time.Second))
-	if !strings.Contains(out, "reconcile failed") && !strings.Contains(out, "0 failed") {
-		t.Logf("kpt live apply:\n%s", out)
-	}
-	for _, d := range []string{"ipam-server", "ipam-controller", "ipam-injector"} {
-		c.MustKubectl(t, "-n", ns, "wait", "--for=condition=Available", "deploy/"+d, "--timeout=60s")
-	}
-	return b
-}
-
-// copyPackage copies blueprints/NAME into dir, without an inventory, and
-// returns the copy's path.
-func copyPackage(t *testing.T, c *clustertest.Cluster, name, dir string) string {
-	t.Helper()
-	pkg := filepath.Join(dir, name)
-	if out, err := exec.Command("cp", "-r", filepath.Join(c.Root, "blueprints", name), pkg).CombinedOutput(); err != nil {
-		t.Fatalf("copy blueprints/%s: %v\n%s", name, err, out)
-	}
-	_ = os.Remove(filepath.Join(pkg, "resourcegroup.yaml"))
-	return pkg
-}
-
-func (b *blueprint) kpt(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := b.c.Kpt(args...)
-	if err != nil {
-		b.dump(t)
-		t.Fatalf("kpt %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
-}
-
-// dump logs what the pods of the namespace are doing, for a failure.
-func (b *blueprint) dump(t *testing.T) {
-	t.Helper()
-	for _, args := range [][]string{
-		{"-n", ns, "get", "pods,pvc,deploy,jobs", "-o", "wide"},
-		{"-n", ns, "get", "events", "--sort-by=.lastTimestamp"},
-		{"-n", ns, "logs", "--all-containers", "--prefix", "--tail=30", "-l", "app.kubernetes.io/part-of=ipam"},
-	} {
-		out, _ := b.c.Kubectl(args...)
-		t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
-	}
-}
-
-// remove deletes what the test made in namespace default first (the
-// controller's finalizers need the controller), then the package with kpt
-// live destroy, and frees the server's volume.
-func (b *blueprint) remove(t *testing.T) {
-	if t.Failed() {
-		b.dump(t)
-	}
-	_, _ = b.c.Kubectl("delete", "ipallocations.ipam.nephio.org,ipprefixes.ipam.nephio.org,networkinstances.ipam.nephio.org", "--all", "-n", "default", "--timeout=60s")
-	if out, err := b.c.Kpt("live", "destroy", b.pkg); err != nil {
-		t.Errorf("kpt live destroy: %v\n%s", err, out)
-	}
-	_, _ = b.c.Kubectl("wait", "--for=delete", "namespace/"+ns, "--timeout=120s")
-	b.c.FreeVolumes(t)
-}
-
-// job runs a Job of one pod in the namespace, with the Secret tlsSecret at
-// /tls, and returns its logs once it completes.
-func (b *blueprint) job(t *testing.T, name, image, tlsSecret string, args ...string) string {
-	t.Helper()
-	quoted := make([]string, len(args))
-	for i, a := range args {
-		q, _ := json.Marshal(a)
-		quoted[i] = string(q)
-	}
-	b.c.Apply(t, fmt.Sprintf(`apiVersion: batch/v1
-kind: Job
-metadata: {name: %s, namespace: %s}
-spec:
-  backoffLimit: 0
-  ttlSecondsAfterFinished: 600
-  template:
-    spec:
-      restartPolicy: Never
-      automountServiceAccountToken: false
-      securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
-      containers:
-        - name: main
-          image: %s
-          imagePullPolicy: IfNotPresent
-          args: [%s]
-          securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
-          volumeMounts: [{name: tls, mountPath: /tls, readOnly: true}]
-      volumes: [{name: tls, secret: {secretName: %s}}]
-`, name, ns, image, strings.Join(quoted, ", "), tlsSecret))
-	t.Cleanup(func() { _, _ = b.c.Kubectl("-n", ns, "delete", "job", name, "--wait=false") })
-	b.waitJob(t, name, 3*time.Minute)
-	return b.c.MustKubectl(t, "-n", ns, "logs", "job/"+name)
-}
-
-// waitJob waits until the Job completes; it fails t, with the Job's logs,
-// when the Job fails or the time is up.
-func (b *blueprint) waitJob(t *testing.T, name string, timeout time.Duration) {
-	t.Helper()
-	clustertest.Eventually(t, timeout, "Job "+name+" completes", func() error {
-		out, err := b.c.Kubectl("-n", ns, "get", "job", name, "-o", `jsonpath={.status.succeeded} {.status.failed}`)
-		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
-		}
-		succeeded, failed, _ := strings.Cut(out, " ")
-		if failed != "" && failed != "0" {
-			logs, _ := b.c.Kubectl("-n", ns, "logs", "job/"+name)
-			t.Fatalf("Job %s failed:\n%s", name, logs)
-		}
-		if succeeded != "1" {
-			return fmt.Errorf("Job %s: succeeded %q", name, succeeded)
-		}
-		return nil
-	})
-}
-
-// ipamctl runs ipamctl as a pod through the Service's DNS name, with the
-// controller's identity (which may read).
-func (b *blueprint) ipamctl(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	return b.job(t, name, "ipamctl:dev", "ipam-controller-tls", append([]string{"--server", "ipam-server.ipam-system.svc:9090",
-		"--tls-ca", "/tls/ca.crt", "--tls-cert", "/tls/tls.crt", "--tls-key", "/tls/tls.key"}, args...)...)
-}
 
 // seed is the seed example of the controllers README, in one apply.
 const seed = `apiVersion: ipam.nephio.org/v1alpha1
@@ -233,10 +76,10 @@ var seedResults = map[string]string{
 	"ipprefix/load-net":        "10.2.0.0/16 ",
 }
 
-func waitSeed(t *testing.T, c *clustertest.Cluster) {
+func waitSeed(t *testing.T, c *clusterkit.Cluster) {
 	t.Helper()
 	for obj, want := range seedResults {
-		clustertest.Eventually(t, 60*time.Second, obj+" Ready with the seed's result", func() error {
+		clusterkit.Eventually(t, 60*time.Second, obj+" Ready with the seed's result", func() error {
 			kind, name, _ := strings.Cut(obj, "/")
 			out, err := c.Kubectl("-n", "default", "get", kind+".ipam.nephio.org/"+name, "-o",
 				`jsonpath={.status.prefix} {.status.gateway}|{.status.conditions[?(@.type=="Ready")].status}`)
@@ -259,13 +102,13 @@ func waitSeed(t *testing.T, c *clustertest.Cluster) {
 // allocations from a pod (none acknowledged is lost or doubled), which the
 // controller and injector ride out.
 func TestBlueprintIPAM(t *testing.T) {
-	c := clustertest.Use(t)
-	b := installIPAM(t, c, nil)
+	c := clusterkit.Use(t)
+	b := clusterkit.InstallIPAM(t, c, nil)
 
 	c.Apply(t, seed)
 	waitSeed(t, c)
 
-	list := b.ipamctl(t, "ipamctl-list", "alloc", "list", "--vrf", "vpc-1")
+	list := b.Ipamctl(t, "ipamctl-list", "alloc", "list", "--vrf", "vpc-1")
 	for _, want := range []string{"alloc1", "10.0.1.2/24", "alloc2-n3", "10.0.1.10/24", "alloc-pool1", "10.1.0.0/16"} {
 		if !strings.Contains(list, want) {
 			t.Fatalf("ipamctl alloc list in a pod lacks %s:\n%s", want, list)
@@ -273,11 +116,11 @@ func TestBlueprintIPAM(t *testing.T) {
 	}
 
 	// A new server pod on the same volume holds every allocation.
-	old := c.MustKubectl(t, "-n", ns, "get", "pods", "-l", "app.kubernetes.io/name=ipam-server", "-o", "jsonpath={.items[0].metadata.name}")
-	c.MustKubectl(t, "-n", ns, "delete", "pod", old)
-	c.MustKubectl(t, "-n", ns, "rollout", "status", "deploy/ipam-server", "--timeout=2m")
-	c.MustKubectl(t, "-n", ns, "wait", "--for=condition=Available", "deploy/ipam-server", "--timeout=2m")
-	if again := b.ipamctl(t, "ipamctl-list-2", "alloc", "list", "--vrf", "vpc-1"); again != list {
+	old := c.MustKubectl(t, "-n", clusterkit.IPAMNamespace, "get", "pods", "-l", "app.kubernetes.io/name=ipam-server", "-o", "jsonpath={.items[0].metadata.name}")
+	c.MustKubectl(t, "-n", clusterkit.IPAMNamespace, "delete", "pod", old)
+	c.MustKubectl(t, "-n", clusterkit.IPAMNamespace, "rollout", "status", "deploy/ipam-server", "--timeout=2m")
+	c.MustKubectl(t, "-n", clusterkit.IPAMNamespace, "wait", "--for=condition=Available", "deploy/ipam-server", "--timeout=2m")
+	if again := b.Ipamctl(t, "ipamctl-list-2", "alloc", "list", "--vrf", "vpc-1"); again != list {
 		t.Fatalf("after the server pod was replaced, ipamctl alloc list says\n%s\nwant\n%s", again, list)
 	}
 
@@ -285,25 +128,25 @@ func TestBlueprintIPAM(t *testing.T) {
 	// the server is replaced (Recreate: it is down for a while), retrying
 	// Unavailable.
 	const clients = 8
-	b.c.Apply(t, loadJob("load", "--clients", fmt.Sprint(clients), "--duration", "30s", "--interval", "20ms"))
+	c.Apply(t, loadJob("load", "--clients", fmt.Sprint(clients), "--duration", "30s", "--interval", "20ms"))
 	t.Cleanup(func() {
 		// The load's addresses go before their network's IPPrefix can.
-		_, _ = c.Kubectl("-n", ns, "delete", "job", "load", "--wait=false")
+		_, _ = c.Kubectl("-n", clusterkit.IPAMNamespace, "delete", "job", "load", "--wait=false")
 		c.Apply(t, loadJob("load-release", "--release", "--clients", "8"))
-		b.waitJob(t, "load-release", 2*time.Minute)
-		_, _ = c.Kubectl("-n", ns, "delete", "job", "load-release", "--wait=false")
+		b.WaitJob(t, "load-release", 2*time.Minute)
+		_, _ = c.Kubectl("-n", clusterkit.IPAMNamespace, "delete", "job", "load-release", "--wait=false")
 	})
-	clustertest.Eventually(t, 2*time.Minute, "ipam-load acknowledges allocations", func() error {
-		out, _ := c.Kubectl("-n", ns, "logs", "job/load")
+	clusterkit.Eventually(t, 2*time.Minute, "ipam-load acknowledges allocations", func() error {
+		out, _ := c.Kubectl("-n", clusterkit.IPAMNamespace, "logs", "job/load")
 		if n := strings.Count(out, `"prefix"`); n < 50 {
 			return fmt.Errorf("%d acknowledged", n)
 		}
 		return nil
 	})
-	c.MustKubectl(t, "-n", ns, "rollout", "restart", "deploy/ipam-server")
-	c.MustKubectl(t, "-n", ns, "rollout", "status", "deploy/ipam-server", "--timeout=3m")
-	b.waitJob(t, "load", 5*time.Minute)
-	acks, sum := readAcks(t, c.MustKubectl(t, "-n", ns, "logs", "job/load"))
+	c.MustKubectl(t, "-n", clusterkit.IPAMNamespace, "rollout", "restart", "deploy/ipam-server")
+	c.MustKubectl(t, "-n", clusterkit.IPAMNamespace, "rollout", "status", "deploy/ipam-server", "--timeout=3m")
+	b.WaitJob(t, "load", 5*time.Minute)
+	acks, sum := readAcks(t, c.MustKubectl(t, "-n", clusterkit.IPAMNamespace, "logs", "job/load"))
 	t.Logf("ipam-load: %d acknowledged, %d retried calls, %.0f/s", sum.Acked, sum.Retries, sum.PerSec)
 	if len(acks) != sum.Acked || len(acks) < 1000 || sum.Failed != 0 || !sum.Finished {
 		t.Fatalf("ipam-load printed %d acknowledgements, its summary says %d (failed %d, finished %v)", len(acks), sum.Acked, sum.Failed, sum.Finished)
@@ -311,7 +154,7 @@ func TestBlueprintIPAM(t *testing.T) {
 	if sum.Retries == 0 {
 		t.Errorf("no call was retried: the restart did not happen under load")
 	}
-	held := serverAllocations(t, b.ipamctl(t, "ipamctl-load", "alloc", "list", "--owner", "k8s.load", "-o", "json"))
+	held := serverAllocations(t, b.Ipamctl(t, "ipamctl-load", "alloc", "list", "--owner", "k8s.load", "-o", "json"))
 	seen := map[string]string{}
 	for name, prefix := range acks {
 		if got := held[name]; got != prefix {
@@ -335,7 +178,7 @@ spec:
   kind: network
   selector: {matchLabels: {nephio.org/network-instance: vpc-1, nephio.org/network-name: net1}}
 `)
-	clustertest.Eventually(t, 60*time.Second, "after-restart served", func() error {
+	clusterkit.Eventually(t, 60*time.Second, "after-restart served", func() error {
 		out, _ := c.Kubectl("-n", "default", "get", "ipallocation.ipam.nephio.org/after-restart", "-o", "jsonpath={.status.prefix}")
 		if out != "10.0.1.3/24" {
 			return fmt.Errorf("status.prefix %q", out)
@@ -343,24 +186,19 @@ spec:
 		return nil
 	})
 	for _, d := range []string{"ipam-controller", "ipam-injector"} {
-		restarts := c.MustKubectl(t, "-n", ns, "get", "pods", "-l", "app.kubernetes.io/name="+d, "-o", "jsonpath={.items[*].status.containerStatuses[*].restartCount}")
+		restarts := c.MustKubectl(t, "-n", clusterkit.IPAMNamespace, "get", "pods", "-l", "app.kubernetes.io/name="+d, "-o", "jsonpath={.items[*].status.containerStatuses[*].restartCount}")
 		for _, r := range strings.Fields(restarts) {
 			if r != "0" {
 				t.Errorf("%s restarted (%s) while the server was replaced", d, restarts)
 			}
 		}
-		c.MustKubectl(t, "-n", ns, "wait", "--for=condition=Available", "deploy/"+d, "--timeout=60s")
+		c.MustKubectl(t, "-n", clusterkit.IPAMNamespace, "wait", "--for=condition=Available", "deploy/"+d, "--timeout=60s")
 	}
 }
 
 // loadJob is ipam-load as a Job with the controller's identity (owner
 // k8s.load), allocating from network load of vpc-1, with more args.
 func loadJob(name string, args ...string) string {
-	quoted := make([]string, len(args))
-	for i, a := range args {
-		q, _ := json.Marshal(a)
-		quoted[i] = string(q)
-	}
 	return fmt.Sprintf(`apiVersion: batch/v1
 kind: Job
 metadata: {name: %s, namespace: %s}
@@ -381,7 +219,7 @@ spec:
           securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
           volumeMounts: [{name: tls, mountPath: /tls, readOnly: true}]
       volumes: [{name: tls, secret: {secretName: ipam-controller-tls}}]
-`, name, ns, strings.Join(quoted, ", "))
+`, name, clusterkit.IPAMNamespace, clusterkit.FlowList(args))
 }
 
 // readAcks parses ipam-load's output: the acknowledged allocations by

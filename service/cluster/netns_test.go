@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/nephio-project/ipam/service/internal/clustertest"
+	"github.com/nephio-project/ipam/service/cluster/clusterkit"
 )
 
 // TestNoRouteOut checks that nothing the cluster runs can send a packet
@@ -17,20 +17,20 @@ import (
 // listens on loopback only; CoreDNS has no forwarder and kubelet gives
 // pods no resolver of the machine's.
 func TestNoRouteOut(t *testing.T) {
-	c := clustertest.Use(t)
+	c := clusterkit.Use(t)
 	for _, fam := range []string{"-4", "-6"} {
-		out, err := c.Run("ip", fam, "-n", clustertest.Netns, "route", "show", "default")
+		out, err := c.Run("ip", fam, "-n", clusterkit.Netns, "route", "show", "default")
 		if err != nil || strings.TrimSpace(out) != "" {
-			t.Errorf("ip %s -n %s route show default: %q (%v), want no default route", fam, clustertest.Netns, out, err)
+			t.Errorf("ip %s -n %s route show default: %q (%v), want no default route", fam, clusterkit.Netns, out, err)
 		}
-		routes, _ := c.Run("ip", fam, "-n", clustertest.Netns, "route", "show", "table", "all")
+		routes, _ := c.Run("ip", fam, "-n", clusterkit.Netns, "route", "show", "table", "all")
 		for _, r := range strings.Split(strings.TrimSpace(routes), "\n") {
 			if strings.Contains(r, " via ") {
-				t.Errorf("route through a gateway in %s: %s", clustertest.Netns, r)
+				t.Errorf("route through a gateway in %s: %s", clusterkit.Netns, r)
 			}
 		}
 	}
-	links, err := c.Run("ip", "-n", clustertest.Netns, "-o", "-d", "link", "show")
+	links, err := c.Run("ip", "-n", clusterkit.Netns, "-o", "-d", "link", "show")
 	if err != nil {
 		t.Fatalf("ip link: %v\n%s", err, links)
 	}
@@ -44,13 +44,13 @@ func TestNoRouteOut(t *testing.T) {
 		case name == "lo", name == "ipamc0":
 		case strings.HasPrefix(name, "veth") && strings.Contains(l, "master ipamc0"):
 		default:
-			t.Errorf("link %s in %s: only lo, the bridge ipamc0 and pod veths on it belong there:\n%s", name, clustertest.Netns, l)
+			t.Errorf("link %s in %s: only lo, the bridge ipamc0 and pod veths on it belong there:\n%s", name, clusterkit.Netns, l)
 		}
 	}
 
 	var nsIno uint64
 	var st syscall.Stat_t
-	if err := syscall.Stat("/var/run/netns/"+clustertest.Netns, &st); err != nil {
+	if err := syscall.Stat("/var/run/netns/"+clusterkit.Netns, &st); err != nil {
 		t.Fatal(err)
 	}
 	nsIno = st.Ino

@@ -1,4 +1,4 @@
-package clustertest
+package clusterkit
 
 import (
 	"bytes"

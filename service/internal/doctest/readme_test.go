@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/nephio-project/ipam/service/cluster/clusterkit"
 	"github.com/nephio-project/ipam/service/internal/clustertest"
 	"github.com/nephio-project/ipam/service/server/servertest"
 )
@@ -245,7 +246,7 @@ func TestBlueprintIPAMReadme(t *testing.T) {
 			t.Skipf("SKIPPED: %s is not on PATH; the walk-through runs it", tool)
 		}
 	}
-	c := clustertest.Use(t)
+	c := clusterkit.Use(t)
 	kubeconfig, err := os.ReadFile(c.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
