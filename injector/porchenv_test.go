@@ -46,6 +46,9 @@ type porchEnv struct {
 	bareRepo   string
 	logs       string
 	ports      func(testing.TB) int // picks a free port; nil: freePort
+	// netns, when set, is the network namespace Porch and its function
+	// runner run in (the cluster's, whose API server reaches them there).
+	netns string
 }
 
 const testNamespace = "default"
@@ -142,6 +145,17 @@ func startPorch(t testing.TB) *porchEnv {
 	e.kubeconfig = filepath.Join(e.dir, "kubeconfig")
 	must(t, os.WriteFile(e.kubeconfig, kc, 0o600))
 	t.Logf("kube-apiserver ready in %s", time.Since(start).Round(100*time.Millisecond))
+	e.startServers(t, start)
+	return e
+}
+
+// startServers starts the function runner and Porch against the API
+// server of e.k8s and e.kubeconfig, registers Porch as its aggregated API
+// and adds the Repository testRepo.
+func (e *porchEnv) startServers(t testing.TB, start time.Time) {
+	t.Helper()
+	root := repoRoot(t)
+	bins := map[string]string{"porch": filepath.Join(root, "bin/porch/porch"), "function-runner": filepath.Join(root, "bin/porch/function-runner")}
 
 	// The function runner (exec runtime only; no function is needed by
 	// the test packages, which have no pipeline).
@@ -188,7 +202,6 @@ func startPorch(t testing.TB) *porchEnv {
 
 	e.bareRepo = e.addRepo(t, testRepo)
 	t.Logf("Porch environment ready in %s", time.Since(start).Round(100*time.Millisecond))
-	return e
 }
 
 // addRepo creates a bare git repo with an initial commit on main,
@@ -245,6 +258,11 @@ func (e *porchEnv) spawn(t testing.TB, name, bin string, args ...string) *spawne
 	p := &spawned{log: filepath.Join(e.logs, name+".log"), exited: make(chan struct{})}
 	logf, err := os.Create(p.log)
 	must(t, err)
+	if e.netns != "" {
+		// nsenter execs bin: the process is bin, with the same PID.
+		args = append([]string{"--net=" + e.netns, bin}, args...)
+		bin = "nsenter"
+	}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	p.cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none", "OTEL_LOGS_EXPORTER=none")
@@ -317,11 +335,13 @@ func waitListening(p *spawned, port int, timeout time.Duration) error {
 }
 
 // listensOn reports whether process pid holds a TCP socket listening on
-// port, from the listening sockets of /proc/net/tcp and tcp6 and the
+// port, from the listening sockets of its /proc/PID/net/tcp and tcp6 and the
 // process's open sockets.
 func listensOn(pid, port int) (bool, error) {
 	inodes := map[string]bool{}
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+	// The tables of the process's network namespace (Porch may run in the
+	// cluster's).
+	for _, table := range []string{fmt.Sprintf("/proc/%d/net/tcp", pid), fmt.Sprintf("/proc/%d/net/tcp6", pid)} {
 		b, err := os.ReadFile(table)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // no IPv6 on this machine
