@@ -244,12 +244,20 @@ func (r nephioPrefixKind) serve(ctx context.Context, p *nipamv1alpha1.IPPrefix) 
 		return verdict{o: o, action: "CreatePrefix", pool: p.Spec.NetworkInstance.Name}, nil
 	}
 	var res *ipamv1.Result
-	for _, x := range xs { // the network before the address in it
+	if len(xs) == 1 {
 		var resp *ipamv1.CreatePrefixResponse
-		if resp, err = r.ipam.CreatePrefix(ctx, &ipamv1.CreatePrefixRequest{Prefix: x}); err != nil {
-			break
+		if resp, err = r.ipam.CreatePrefix(ctx, &ipamv1.CreatePrefixRequest{Prefix: xs[0]}); err == nil {
+			res = resp.GetResult()
 		}
-		res = resp.GetResult()
+	} else {
+		// The network and the address in it, in one step: a claim served
+		// between two calls could take the address.
+		var resp *ipamv1.SyncResponse
+		if resp, err = r.ipam.Sync(ctx, &ipamv1.SyncRequest{Owner: r.owner, Prefixes: xs}); err == nil {
+			if ps := resp.GetPrefixes(); len(ps) > 0 {
+				res = ps[len(ps)-1]
+			}
+		}
 	}
 	o := classify(err, "recorded "+res.GetPrefix())
 	setConditions(&p.Status.Conditions, o, p.Generation)
