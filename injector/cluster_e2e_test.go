@@ -58,13 +58,7 @@ func startPorchOnCluster(t *testing.T, c *clusterkit.Cluster) *porchEnv {
 			t.Errorf("delete Porch's CRDs: %v\n%s", err, out)
 		}
 		if t.Failed() {
-			for _, name := range []string{"porch.log", "function-runner.log"} {
-				b, _ := os.ReadFile(filepath.Join(e.logs, name))
-				if len(b) > 6000 {
-					b = b[len(b)-6000:]
-				}
-				t.Logf("--- tail of %s ---\n%s", name, b)
-			}
+			e.logTails(t)
 		}
 	})
 	c.MustKubectl(t, "apply", "-f", crds)

@@ -93,13 +93,7 @@ func startPorch(t testing.TB) *porchEnv {
 			}
 		}
 		if t.Failed() {
-			for _, name := range []string{"porch.log", "function-runner.log"} {
-				b, _ := os.ReadFile(filepath.Join(e.logs, name))
-				if len(b) > 6000 {
-					b = b[len(b)-6000:]
-				}
-				t.Logf("--- tail of %s ---\n%s", name, b)
-			}
+			e.logTails(t)
 		}
 	})
 
@@ -147,6 +141,17 @@ func startPorch(t testing.TB) *porchEnv {
 	t.Logf("kube-apiserver ready in %s", time.Since(start).Round(100*time.Millisecond))
 	e.startServers(t, start)
 	return e
+}
+
+// logTails logs the ends of Porch's and the function runner's logs.
+func (e *porchEnv) logTails(t testing.TB) {
+	for _, name := range []string{"porch.log", "function-runner.log"} {
+		b, _ := os.ReadFile(filepath.Join(e.logs, name))
+		if len(b) > 6000 {
+			b = b[len(b)-6000:]
+		}
+		t.Logf("--- tail of %s ---\n%s", name, b)
+	}
 }
 
 // startServers starts the function runner and Porch against the API

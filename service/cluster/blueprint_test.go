@@ -199,27 +199,9 @@ spec:
 // loadJob is ipam-load as a Job with the controller's identity (owner
 // k8s.load), allocating from network load of vpc-1, with more args.
 func loadJob(name string, args ...string) string {
-	return fmt.Sprintf(`apiVersion: batch/v1
-kind: Job
-metadata: {name: %s, namespace: %s}
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      restartPolicy: Never
-      automountServiceAccountToken: false
-      securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
-      containers:
-        - name: main
-          image: ipam-load:dev
-          imagePullPolicy: IfNotPresent
-          args: [--server, ipam-server.ipam-system.svc:9090, --tls-ca, /tls/ca.crt, --tls-cert, /tls/tls.crt, --tls-key, /tls/tls.key,
-            --owner, k8s.load, --selector, nephio.org/network-instance=vpc-1, --selector, nephio.org/network-name=load,
-            %s]
-          securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
-          volumeMounts: [{name: tls, mountPath: /tls, readOnly: true}]
-      volumes: [{name: tls, secret: {secretName: ipam-controller-tls}}]
-`, name, clusterkit.IPAMNamespace, clusterkit.FlowList(args))
+	return clusterkit.JobManifest(name, "ipam-load:dev", "ipam-controller-tls", append([]string{
+		"--server", "ipam-server.ipam-system.svc:9090", "--tls-ca", "/tls/ca.crt", "--tls-cert", "/tls/tls.crt", "--tls-key", "/tls/tls.key",
+		"--owner", "k8s.load", "--selector", "nephio.org/network-instance=vpc-1", "--selector", "nephio.org/network-name=load"}, args...)...)
 }
 
 // readAcks parses ipam-load's output: the acknowledged allocations by

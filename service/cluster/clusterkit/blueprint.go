@@ -103,11 +103,10 @@ func (b *Blueprint) remove(t *testing.T) {
 	b.C.FreeVolumes(t)
 }
 
-// Job runs a Job of one pod in the namespace, with the Secret tlsSecret at
-// /tls, and returns its logs once it completes.
-func (b *Blueprint) Job(t *testing.T, name, image, tlsSecret string, args ...string) string {
-	t.Helper()
-	b.C.Apply(t, fmt.Sprintf(`apiVersion: batch/v1
+// JobManifest is a Job of one pod in the namespace running image with
+// args, non-root, with the Secret tlsSecret at /tls.
+func JobManifest(name, image, tlsSecret string, args ...string) string {
+	return fmt.Sprintf(`apiVersion: batch/v1
 kind: Job
 metadata: {name: %s, namespace: %s}
 spec:
@@ -126,7 +125,13 @@ spec:
           securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
           volumeMounts: [{name: tls, mountPath: /tls, readOnly: true}]
       volumes: [{name: tls, secret: {secretName: %s}}]
-`, name, IPAMNamespace, image, FlowList(args), tlsSecret))
+`, name, IPAMNamespace, image, FlowList(args), tlsSecret)
+}
+
+// Job runs JobManifest's Job and returns its logs once it completes.
+func (b *Blueprint) Job(t *testing.T, name, image, tlsSecret string, args ...string) string {
+	t.Helper()
+	b.C.Apply(t, JobManifest(name, image, tlsSecret, args...))
 	t.Cleanup(func() { _, _ = b.C.Kubectl("-n", IPAMNamespace, "delete", "job", name, "--wait=false") })
 	b.WaitJob(t, name, 3*time.Minute)
 	return b.C.MustKubectl(t, "-n", IPAMNamespace, "logs", "job/"+name)

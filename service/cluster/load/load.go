@@ -122,13 +122,11 @@ type Summary struct {
 // Unavailable, DeadlineExceeded or Aborted (or still unavailable after
 // cfg.Retry) counts as failed; Run then returns an error.
 func Run(ctx context.Context, cfg Config, out io.Writer) error {
-	conn, err := ipamclient.Dial(ipamclient.Config{Server: cfg.Client.Server, CA: cfg.Client.CA, Cert: cfg.Client.Cert,
-		Key: cfg.Client.Key, UserAgent: "ipam-load"})
+	api, closeConn, err := dial(cfg)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = conn.Close() }()
-	api := ipamv1.NewIPAMClient(conn)
+	defer closeConn()
 	var (
 		mu  sync.Mutex
 		sum Summary
@@ -194,13 +192,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 // name starts with cfg.Prefix+"-", with cfg.Clients calls at once, and
 // writes how many to out.
 func Release(ctx context.Context, cfg Config, out io.Writer) error {
-	conn, err := ipamclient.Dial(ipamclient.Config{Server: cfg.Client.Server, CA: cfg.Client.CA, Cert: cfg.Client.Cert,
-		Key: cfg.Client.Key, UserAgent: "ipam-load"})
+	api, closeConn, err := dial(cfg)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = conn.Close() }()
-	api := ipamv1.NewIPAMClient(conn)
+	defer closeConn()
 	var keys []*ipamv1.Key
 	for token := ""; ; {
 		resp, err := api.List(ctx, &ipamv1.ListRequest{Kind: ipamv1.ObjectKind_OBJECT_KIND_ALLOCATION, Owner: cfg.Owner, PageToken: token})
@@ -246,6 +242,17 @@ func Release(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	_, err = fmt.Fprintf(out, "{\"released\":%d}\n", len(keys))
 	return err
+}
+
+// dial connects to ipam-server as cfg.Client says, as ipam-load.
+func dial(cfg Config) (ipamv1.IPAMClient, func(), error) {
+	c := cfg.Client
+	c.UserAgent = "ipam-load"
+	conn, err := ipamclient.Dial(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ipamv1.NewIPAMClient(conn), func() { _ = conn.Close() }, nil
 }
 
 // allocate makes one allocation, retrying the same request (allocations
